@@ -1,0 +1,78 @@
+// Thin system call wrappers. Run in the monitor and in the sandbox's setup processes.
+#include "base/sys.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "base/sys_error.h"
+
+namespace cocoon::sys {
+
+int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
+                mode_t mode, UniqueFd& out)
+{
+    open_how how{};
+    how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
+    how.mode = mode;
+    how.resolve = resolve;
+    for (;;) {
+        long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
+        if (fd >= 0) {
+            out.reset(static_cast<int>(fd));
+            return 0;
+        }
+        // openat2 with RESOLVE_IN_ROOT asks to retry when a rename raced the walk.
+        if (errno != EAGAIN && errno != EINTR)
+            return -errno;
+    }
+}
+
+UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
+                 mode_t mode)
+{
+    UniqueFd fd;
+    int err = try_openat2(dirfd, path, flags, resolve, mode, fd);
+    if (err < 0)
+        throw SysError(-err, "openat2(" + path + ")");
+    return fd;
+}
+
+void pivot_root(const char* new_root, const char* put_old)
+{
+    check(::syscall(SYS_pivot_root, new_root, put_old), std::string("pivot_root(") + new_root + ")");
+}
+
+pid_t clone3(unsigned long long flags, int* pidfd)
+{
+    clone_args args{};
+    args.flags = flags | CLONE_PIDFD;
+    args.pidfd = reinterpret_cast<unsigned long long>(pidfd);
+    args.exit_signal = SIGCHLD;
+    return static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
+}
+
+std::string fd_path(int fd)
+{
+    return "/proc/self/fd/" + std::to_string(fd);
+}
+
+void write_file(const std::string& path, const std::string& data)
+{
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd)
+        throw SysError(errno, "open(" + path + ")");
+    ssize_t n = ::write(fd.get(), data.data(), data.size());
+    if (n < 0)
+        throw SysError(errno, "write(" + path + ")");
+    if (static_cast<size_t>(n) != data.size())
+        throw SysError(EIO, "write(" + path + ")");
+}
+
+} // namespace cocoon::sys

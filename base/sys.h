@@ -1,0 +1,32 @@
+// Thin wrappers for the system calls that glibc 2.36 lacks or that several
+// modules share. Each throws SysError naming the call and its argument.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "base/unique_fd.h"
+
+namespace cocoon::sys {
+
+// openat2(2). Returns the fd, or -errno when the call failed with an errno in
+// `expected` style: callers that treat ENOENT as a value use try_openat2.
+UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
+                 mode_t mode = 0);
+int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
+                mode_t mode, UniqueFd& out);
+
+void pivot_root(const char* new_root, const char* put_old);
+
+// clone3(2) with fork semantics (no new stack). Returns 0 in the child and
+// the child's pid in the parent; the pidfd of the child lands in *pidfd.
+pid_t clone3(unsigned long long flags, int* pidfd);
+
+// "/proc/self/fd/N": how an fd is named to the few calls that want a path.
+std::string fd_path(int fd);
+
+// Writes all of data to path (opened O_WRONLY|O_CLOEXEC); for /proc files.
+void write_file(const std::string& path, const std::string& data);
+
+} // namespace cocoon::sys

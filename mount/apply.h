@@ -1,0 +1,13 @@
+// Applying the mount plan. Runs in the sandbox's first process (PID 1 with a
+// PID namespace), inside the new mount namespace, with CAP_SYS_ADMIN over it.
+#pragma once
+
+#include "mount/plan.h"
+
+namespace cocoon::mount {
+
+// Builds the new root on a fresh tmpfs, applies plan.ops in order, then makes
+// it the process's root and detaches the old one. Throws SysError/UsageError.
+void apply(const Plan& plan);
+
+} // namespace cocoon::mount

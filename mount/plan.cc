@@ -1,0 +1,75 @@
+// Building the mount plan. Pure: no system calls; unit-tested without privilege.
+#include "mount/plan.h"
+
+#include "base/sys_error.h"
+
+namespace cocoon::mount {
+
+const std::string& dest_of(const Op& op)
+{
+    return std::visit([](const auto& o) -> const std::string& { return o.dest; }, op);
+}
+
+std::string normalize_dest(const std::string& path)
+{
+    if (path.empty())
+        throw UsageError("Empty destination path");
+    std::string out;
+    size_t i = 0;
+    while (i < path.size()) {
+        size_t end = path.find('/', i);
+        if (end == std::string::npos)
+            end = path.size();
+        std::string_view part(path.data() + i, end - i);
+        i = end + 1;
+        if (part.empty() || part == ".")
+            continue;
+        // Security: ".." in a destination would let "--bind x /a/../etc" land
+        // somewhere the caller did not spell out; refuse it outright.
+        if (part == "..")
+            throw UsageError("Invalid destination " + path + ": contains a '..' component");
+        out += '/';
+        out += part;
+    }
+    return out.empty() ? "/" : out;
+}
+
+namespace {
+
+std::string join(const std::string& dir, const char* name)
+{
+    return dir == "/" ? std::string("/") + name : dir + "/" + name;
+}
+
+// bwrap's --dev: a tmpfs with the harmless device nodes bound from the host,
+// the usual /proc/self/fd links, a new devpts instance and an empty shm dir.
+void expand_dev(const std::string& dest, std::vector<Op>& out)
+{
+    out.push_back(Tmpfs{dest, 0755});
+    for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
+        out.push_back(Bind{std::string("/dev/") + node, join(dest, node), BindKind::Dev, false});
+    const char* links[][2] = {{"/proc/self/fd", "fd"},     {"/proc/self/fd/0", "stdin"},
+                              {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+                              {"/proc/kcore", "core"},     {"pts/ptmx", "ptmx"}};
+    for (auto& [target, name] : links)
+        out.push_back(Symlink{target, join(dest, name)});
+    out.push_back(Dir{join(dest, "shm"), 0755});
+    out.push_back(Devpts{join(dest, "pts")});
+}
+
+} // namespace
+
+Plan make_plan(const std::vector<Op>& ops)
+{
+    Plan plan;
+    for (Op op : ops) {
+        std::visit([](auto& o) { o.dest = normalize_dest(o.dest); }, op);
+        if (auto* dev = std::get_if<Dev>(&op))
+            expand_dev(dev->dest, plan.ops);
+        else
+            plan.ops.push_back(std::move(op));
+    }
+    return plan;
+}
+
+} // namespace cocoon::mount

@@ -1,0 +1,32 @@
+// Capabilities of the command: which set it keeps (pure) and dropping the rest
+// (libcap). Applied in the sandbox's processes just before they exec or serve.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cocoon::ns {
+
+using CapSet = std::uint64_t;  // bit N = capability N
+constexpr CapSet kAllCaps = ~CapSet{0};
+
+struct CapOp {
+    bool add;      // --cap-add, else --cap-drop
+    std::string name;  // "ALL", "CAP_NET_ADMIN" or "net_admin"
+};
+
+// bwrap's rule: a root caller keeps every capability, anyone else none; then
+// --cap-add/--cap-drop in order. Throws UsageError for an unknown name.
+CapSet resolve_caps(bool caller_is_root, const std::vector<CapOp>& ops);
+
+// Parses one capability name as libcap spells it, with or without "CAP_",
+// any case. Throws UsageError naming it when unknown.
+int parse_cap(const std::string& name);
+
+// Bounding, permitted, effective and inheritable sets become `keep`; ambient
+// too when `ambient` (so a non-root uid keeps them across exec), else empty.
+// Needs CAP_SETPCAP (held by the namespace's creator or root).
+void apply_caps(CapSet keep, bool ambient);
+
+} // namespace cocoon::ns

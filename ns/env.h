@@ -1,0 +1,26 @@
+// The command's environment: the caller's, edited by --setenv, --unsetenv and
+// --clearenv in order. Pure; computed in the monitor.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace cocoon::ns {
+
+struct SetEnv {
+    std::string name, value;
+};
+struct UnsetEnv {
+    std::string name;
+};
+struct ClearEnv {};
+using EnvOp = std::variant<SetEnv, UnsetEnv, ClearEnv>;
+
+// `base` is NAME=VALUE entries (environ); later entries of a name win.
+std::vector<std::string> build_env(const std::vector<std::string>& base, const std::vector<EnvOp>& ops);
+
+// Sets NAME=VALUE in env, replacing an existing entry of that name.
+void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value);
+
+} // namespace cocoon::ns

@@ -1,0 +1,39 @@
+// The launch: one plan, one clone, one setup sequence in the sandbox.
+// launch() runs in the monitor (cocoon's own process, outside the sandbox).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mount/plan.h"
+#include "ns/caps.h"
+
+namespace cocoon::ns {
+
+// Everything the sandbox needs, decided before any process is made.
+struct LaunchPlan {
+    unsigned long long clone_flags = 0;  // CLONE_NEW* (CLONE_NEWNS always)
+    uid_t uid = 0, gid = 0;              // inside, when CLONE_NEWUSER
+    uid_t real_uid = 0, real_gid = 0;    // the caller's, mapped to uid/gid
+    mount::Plan mounts;
+    std::vector<std::string> env;
+    std::optional<std::string> chdir;    // else the caller's cwd, $HOME, then "/"
+    std::string host_cwd;
+    std::optional<std::string> hostname;
+    CapSet caps = 0;
+    bool ambient_caps = false;
+    bool new_session = false;
+    bool die_with_parent = false;
+    bool as_pid_1 = false;
+    std::vector<std::string> argv;
+};
+
+// Runs the sandbox and returns cocoon's exit code: the command's, or 128+N if
+// signal N killed it. Throws (SysError/UsageError) when the sandbox could not
+// be set up; nothing of it is left running then.
+int launch(const LaunchPlan& plan);
+
+} // namespace cocoon::ns

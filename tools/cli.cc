@@ -1,0 +1,209 @@
+// The command line: bwrap's syntax, held in a Boost.Program_options table and
+// turned into Options in command-line order. Pure; runs in the monitor.
+#include <boost/program_options.hpp>
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include "base/sys_error.h"
+#include "tools/options.h"
+
+namespace po = boost::program_options;
+
+namespace cocoon::tools {
+namespace {
+
+// An option that takes exactly n arguments, kept as strings. Program_options
+// has no such built-in, so the token counts are overridden here.
+class Args : public po::typed_value<std::vector<std::string>> {
+public:
+    explicit Args(unsigned n) : typed_value(nullptr), m_n(n) {}
+    unsigned min_tokens() const override { return m_n; }
+    unsigned max_tokens() const override { return m_n; }
+    bool is_composing() const override { return true; }
+
+private:
+    unsigned m_n;
+};
+
+using Handler = std::function<void(Options&, const std::vector<std::string>&)>;
+
+struct Spec {
+    const char* name;
+    const char* args;  // argument names for --help; their count is the token count
+    const char* help;
+    Handler handle;
+};
+
+unsigned count_args(const char* args)
+{
+    unsigned n = 0;
+    for (bool in_word = false; *args; ++args) {
+        bool space = *args == ' ';
+        n += !space && !in_word;
+        in_word = !space;
+    }
+    return n;
+}
+
+unsigned long parse_id(const std::string& option, const std::string& text)
+{
+    unsigned long value = 0;
+    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (err != std::errc() || end != text.data() + text.size() || value >= 0xffffffffUL)
+        throw UsageError("Invalid " + option + " argument: " + text);
+    return value;
+}
+
+Handler bind(mount::BindKind kind, bool optional)
+{
+    return [kind, optional](Options& o, const std::vector<std::string>& a) {
+        o.mounts.push_back(mount::Bind{a[0], a[1], kind, optional});
+    };
+}
+
+Handler flag(bool Options::*member)
+{
+    return [member](Options& o, const std::vector<std::string>&) { o.*member = true; };
+}
+
+const std::vector<Spec>& specs()
+{
+    using mount::BindKind;
+    using V = std::vector<std::string>;
+    static const std::vector<Spec> table = {
+        {"help", "", "Print this help", flag(&Options::help)},
+        {"version", "", "Print version", flag(&Options::version)},
+        {"unshare-all", "", "Unshare every namespace (user and cgroup if possible)",
+         [](Options& o, const V&) {
+             o.unshare_user_try = o.unshare_pid = o.unshare_net = o.unshare_ipc = o.unshare_uts =
+                 o.unshare_cgroup_try = true;
+         }},
+        {"share-net", "", "Keep the host's network namespace", [](Options& o, const V&) { o.unshare_net = false; }},
+        {"unshare-user", "", "Create a new user namespace (implied when not root)", flag(&Options::unshare_user)},
+        {"unshare-user-try", "", "Create a new user namespace if possible", flag(&Options::unshare_user_try)},
+        {"unshare-ipc", "", "Create a new IPC namespace", flag(&Options::unshare_ipc)},
+        {"unshare-pid", "", "Create a new PID namespace", flag(&Options::unshare_pid)},
+        {"unshare-net", "", "Create a new network namespace", flag(&Options::unshare_net)},
+        {"unshare-uts", "", "Create a new UTS namespace", flag(&Options::unshare_uts)},
+        {"unshare-cgroup", "", "Create a new cgroup namespace", flag(&Options::unshare_cgroup)},
+        {"unshare-cgroup-try", "", "Create a new cgroup namespace if possible", flag(&Options::unshare_cgroup_try)},
+        {"uid", "UID", "Uid in the sandbox (needs a user namespace)",
+         [](Options& o, const V& a) { o.uid = static_cast<uid_t>(parse_id("--uid", a[0])); }},
+        {"gid", "GID", "Gid in the sandbox (needs a user namespace)",
+         [](Options& o, const V& a) { o.gid = static_cast<gid_t>(parse_id("--gid", a[0])); }},
+        {"hostname", "NAME", "Hostname in the sandbox (needs --unshare-uts)",
+         [](Options& o, const V& a) { o.hostname = a[0]; }},
+        {"chdir", "DIR", "Change directory to DIR", [](Options& o, const V& a) { o.chdir = a[0]; }},
+        {"clearenv", "", "Unset all environment variables",
+         [](Options& o, const V&) { o.env.push_back(ns::ClearEnv{}); }},
+        {"setenv", "VAR VALUE", "Set an environment variable",
+         [](Options& o, const V& a) { o.env.push_back(ns::SetEnv{a[0], a[1]}); }},
+        {"unsetenv", "VAR", "Unset an environment variable",
+         [](Options& o, const V& a) { o.env.push_back(ns::UnsetEnv{a[0]}); }},
+        {"bind", "SRC DEST", "Bind mount the host path SRC on DEST", bind(BindKind::ReadWrite, false)},
+        {"bind-try", "SRC DEST", "Like --bind, skipped if SRC is missing", bind(BindKind::ReadWrite, true)},
+        {"dev-bind", "SRC DEST", "Like --bind, allowing device access", bind(BindKind::Dev, false)},
+        {"dev-bind-try", "SRC DEST", "Like --dev-bind, skipped if SRC is missing", bind(BindKind::Dev, true)},
+        {"ro-bind", "SRC DEST", "Bind mount the host path SRC read-only on DEST", bind(BindKind::ReadOnly, false)},
+        {"ro-bind-try", "SRC DEST", "Like --ro-bind, skipped if SRC is missing", bind(BindKind::ReadOnly, true)},
+        {"remount-ro", "DEST", "Remount DEST read-only (not recursive)",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::RemountRo{a[0]}); }},
+        {"proc", "DEST", "Mount a new procfs on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
+        {"dev", "DEST", "Mount a new /dev on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
+        {"tmpfs", "DEST", "Mount a new tmpfs on DEST",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Tmpfs{a[0], 0755}); }},
+        {"dir", "DEST", "Create a directory at DEST",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Dir{a[0], 0755}); }},
+        {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Symlink{a[0], a[1]}); }},
+        {"new-session", "", "Create a new terminal session", flag(&Options::new_session)},
+        {"die-with-parent", "", "Kill the sandbox when cocoon's parent dies", flag(&Options::die_with_parent)},
+        {"as-pid-1", "", "Run the command as PID 1 (no reaper)", flag(&Options::as_pid_1)},
+        {"cap-add", "CAP", "Add capability CAP (or ALL)",
+         [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{true, a[0]}); }},
+        {"cap-drop", "CAP", "Drop capability CAP (or ALL)",
+         [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{false, a[0]}); }},
+    };
+    return table;
+}
+
+struct Table {
+    po::options_description desc;
+    std::map<std::string, const Spec*> by_name;
+};
+
+const Table& table()
+{
+    static const Table built = [] {
+        Table t;
+        for (const Spec& s : specs()) {
+            t.desc.add_options()(s.name, new Args(count_args(s.args)), s.help);
+            t.by_name[s.name] = &s;
+        }
+        return t;
+    }();
+    return built;
+}
+
+} // namespace
+
+Options parse_args(const std::vector<std::string>& args)
+{
+    const Table& t = table();
+    // Split off the command first: it starts after "--" or at the first
+    // argument that is neither an option nor an option's argument.
+    size_t end = 0;
+    size_t command = args.size();
+    while (end < args.size()) {
+        const std::string& arg = args[end];
+        if (arg == "--") {
+            command = end + 1;
+            break;
+        }
+        if (arg.empty() || arg[0] != '-') {
+            command = end;
+            break;
+        }
+        const po::option_description* d =
+            arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
+        if (!d)
+            throw UsageError("Unknown option " + arg);
+        unsigned n = d->semantic()->max_tokens();
+        if (end + n >= args.size())
+            throw UsageError(arg + " takes " + std::to_string(n) + (n == 1 ? " argument" : " arguments"));
+        end += 1 + n;
+    }
+
+    Options o;
+    std::vector<std::string> option_args(args.begin(), args.begin() + static_cast<long>(end));
+    try {
+        po::parsed_options parsed = po::command_line_parser(option_args)
+                                        .options(t.desc)
+                                        .style(po::command_line_style::allow_long |
+                                               po::command_line_style::long_allow_next)
+                                        .run();
+        // parsed.options keeps command-line order, which the mount and
+        // environment edits depend on.
+        for (const po::option& opt : parsed.options)
+            t.by_name.at(opt.string_key)->handle(o, opt.value);
+    } catch (const po::error& e) {
+        throw UsageError(e.what());
+    }
+    o.command.assign(args.begin() + static_cast<long>(command), args.end());
+    return o;
+}
+
+std::string usage(const std::string& prog)
+{
+    std::string out = "usage: " + prog + " [OPTIONS...] [--] COMMAND [ARGS...]\n\n";
+    for (const Spec& s : specs()) {
+        std::string left = std::string("    --") + s.name + (*s.args ? " " : "") + s.args;
+        left.resize(std::max<size_t>(left.size() + 1, 34), ' ');
+        out += left + s.help + "\n";
+    }
+    return out;
+}
+
+} // namespace cocoon::tools

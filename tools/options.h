@@ -1,0 +1,61 @@
+// The parsed command line: typed values, filesystem and environment edits in
+// command-line order. Made by parse_args (tools/cli.cc); pure data.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mount/plan.h"
+#include "ns/caps.h"
+#include "ns/env.h"
+
+namespace cocoon::tools {
+
+struct Options {
+    bool help = false;
+    bool version = false;
+
+    bool unshare_user = false;
+    bool unshare_user_try = false;
+    bool unshare_pid = false;
+    bool unshare_net = false;
+    bool unshare_ipc = false;
+    bool unshare_uts = false;
+    bool unshare_cgroup = false;
+    bool unshare_cgroup_try = false;
+
+    std::optional<uid_t> uid;
+    std::optional<gid_t> gid;
+    std::optional<std::string> hostname;
+    std::optional<std::string> chdir;
+    bool new_session = false;
+    bool die_with_parent = false;
+    bool as_pid_1 = false;
+
+    std::vector<mount::Op> mounts;
+    std::vector<ns::EnvOp> env;
+    std::vector<ns::CapOp> caps;
+
+    std::vector<std::string> command;
+};
+
+// What the plan depends on besides the options, read from the host once.
+struct HostFacts {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<std::string> environ;
+    std::string cwd;
+    bool has_user_ns = true;
+    bool has_cgroup_ns = true;
+};
+
+// args excludes argv[0]. Throws UsageError with a one-line message.
+Options parse_args(const std::vector<std::string>& args);
+
+// The option table as --help prints it.
+std::string usage(const std::string& prog);
+
+} // namespace cocoon::tools

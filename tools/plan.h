@@ -1,0 +1,14 @@
+// Options + host facts -> the launch plan. Pure; runs in the monitor.
+#pragma once
+
+#include "ns/launch.h"
+#include "tools/options.h"
+
+namespace cocoon::tools {
+
+// Applies bwrap's rules (implicit user namespace for an unprivileged caller,
+// --uid needs a user namespace, --hostname needs a UTS namespace, ...).
+// Throws UsageError with a one-line message.
+ns::LaunchPlan make_launch_plan(const Options& options, const HostFacts& host);
+
+} // namespace cocoon::tools
