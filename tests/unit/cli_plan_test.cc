@@ -1,0 +1,188 @@
+// Unit tests of the command line (tools/cli.cc) and plan building (tools/plan.cc).
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include "base/sys_error.h"
+#include "tools/entry.h"
+#include "tools/options.h"
+#include "tools/plan.h"
+
+using namespace cocoon;
+using tools::Options;
+using tools::parse_args;
+
+namespace {
+
+tools::HostFacts user_host()
+{
+    tools::HostFacts h;
+    h.uid = 1000;
+    h.gid = 1001;
+    h.environ = {"HOME=/home/u", "PATH=/usr/bin"};
+    h.cwd = "/home/u/work";
+    return h;
+}
+
+tools::HostFacts root_host()
+{
+    tools::HostFacts h = user_host();
+    h.uid = h.gid = 0;
+    return h;
+}
+
+int run_main(std::vector<std::string> args)
+{
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return tools::cocoon_main(static_cast<int>(args.size()), argv.data());
+}
+
+} // namespace
+
+TEST(ParseArgs, SplitsAtDoubleDash)
+{
+    Options o = parse_args({"--unshare-net", "--", "--not-an-option", "x"});
+    EXPECT_TRUE(o.unshare_net);
+    EXPECT_EQ(o.command, (std::vector<std::string>{"--not-an-option", "x"}));
+}
+
+TEST(ParseArgs, SplitsAtFirstNonOption)
+{
+    Options o = parse_args({"--chdir", "/tmp", "sh", "-c", "--bind"});
+    EXPECT_EQ(o.chdir, "/tmp");
+    EXPECT_EQ(o.command, (std::vector<std::string>{"sh", "-c", "--bind"}));
+}
+
+TEST(ParseArgs, OptionArgumentsAreNotTheCommand)
+{
+    Options o = parse_args({"--setenv", "A", "value", "--hostname", "h", "true"});
+    ASSERT_EQ(o.env.size(), 1u);
+    EXPECT_EQ(std::get<ns::SetEnv>(o.env[0]).value, "value");
+    EXPECT_EQ(o.hostname, "h");
+    EXPECT_EQ(o.command, (std::vector<std::string>{"true"}));
+}
+
+TEST(ParseArgs, KeepsMountOrderAndRepeats)
+{
+    Options o = parse_args({"--tmpfs", "/a", "--ro-bind", "/s", "/a/b", "--bind-try", "/t", "/c", "--dev", "/dev",
+                            "--symlink", "usr/lib", "/lib", "--remount-ro", "/a", "--dir", "/d", "--proc", "/proc",
+                            "--dev-bind", "/x", "/y", "true"});
+    ASSERT_EQ(o.mounts.size(), 9u);
+    EXPECT_TRUE(std::holds_alternative<mount::Tmpfs>(o.mounts[0]));
+    EXPECT_EQ(std::get<mount::Bind>(o.mounts[1]).kind, mount::BindKind::ReadOnly);
+    EXPECT_TRUE(std::get<mount::Bind>(o.mounts[2]).optional);
+    EXPECT_TRUE(std::holds_alternative<mount::Dev>(o.mounts[3]));
+    EXPECT_EQ(std::get<mount::Symlink>(o.mounts[4]).target, "usr/lib");
+    EXPECT_TRUE(std::holds_alternative<mount::RemountRo>(o.mounts[5]));
+    EXPECT_TRUE(std::holds_alternative<mount::Dir>(o.mounts[6]));
+    EXPECT_TRUE(std::holds_alternative<mount::Proc>(o.mounts[7]));
+    EXPECT_EQ(std::get<mount::Bind>(o.mounts[8]).kind, mount::BindKind::Dev);
+}
+
+TEST(ParseArgs, UnshareAllThenShareNet)
+{
+    Options o = parse_args({"--unshare-all", "--share-net", "true"});
+    EXPECT_TRUE(o.unshare_pid && o.unshare_ipc && o.unshare_uts && o.unshare_user_try && o.unshare_cgroup_try);
+    EXPECT_FALSE(o.unshare_net);
+    EXPECT_TRUE(parse_args({"--share-net", "--unshare-all", "true"}).unshare_net);
+}
+
+TEST(ParseArgs, Errors)
+{
+    EXPECT_THROW(parse_args({"--no-such-option", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"-x", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--bind", "/only-one"}), UsageError);
+    EXPECT_THROW(parse_args({"--uid", "12x", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--uid", "-1", "true"}), UsageError);
+    // No abbreviations: bwrap has none.
+    EXPECT_THROW(parse_args({"--unshare-ne", "true"}), UsageError);
+    try {
+        parse_args({"--ro-bind", "/a"});
+        FAIL();
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "--ro-bind takes 2 arguments");
+    }
+}
+
+TEST(MakePlan, UnprivilegedGetsUserNamespace)
+{
+    ns::LaunchPlan p = tools::make_launch_plan(parse_args({"true"}), user_host());
+    EXPECT_EQ(p.clone_flags, static_cast<unsigned long long>(CLONE_NEWNS | CLONE_NEWUSER));
+    EXPECT_EQ(p.uid, 1000u);
+    EXPECT_EQ(p.gid, 1001u);
+    EXPECT_EQ(p.real_uid, 1000u);
+    EXPECT_EQ(p.caps, 0u);
+    EXPECT_EQ(p.host_cwd, "/home/u/work");
+}
+
+TEST(MakePlan, RootNeedsToAskForUserNamespace)
+{
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"true"}), root_host()).clone_flags,
+              static_cast<unsigned long long>(CLONE_NEWNS));
+    EXPECT_TRUE(tools::make_launch_plan(parse_args({"--unshare-user", "true"}), root_host()).clone_flags & CLONE_NEWUSER);
+    tools::HostFacts no_userns = root_host();
+    no_userns.has_user_ns = false;
+    EXPECT_FALSE(tools::make_launch_plan(parse_args({"--unshare-user-try", "true"}), no_userns).clone_flags &
+                 CLONE_NEWUSER);
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"true"}), root_host()).caps, ns::kAllCaps);
+}
+
+TEST(MakePlan, UnshareAllFlags)
+{
+    ns::LaunchPlan p = tools::make_launch_plan(parse_args({"--unshare-all", "true"}), user_host());
+    EXPECT_EQ(p.clone_flags, static_cast<unsigned long long>(CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |
+                                                             CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP));
+    tools::HostFacts no_cgroupns = user_host();
+    no_cgroupns.has_cgroup_ns = false;
+    EXPECT_FALSE(tools::make_launch_plan(parse_args({"--unshare-all", "true"}), no_cgroupns).clone_flags &
+                 CLONE_NEWCGROUP);
+}
+
+TEST(MakePlan, RulesBetweenOptions)
+{
+    EXPECT_THROW(tools::make_launch_plan(parse_args({"--uid", "0", "true"}), root_host()), UsageError);
+    EXPECT_NO_THROW(tools::make_launch_plan(parse_args({"--uid", "0", "true"}), user_host()));
+    EXPECT_THROW(tools::make_launch_plan(parse_args({"--hostname", "x", "true"}), user_host()), UsageError);
+    EXPECT_THROW(tools::make_launch_plan(parse_args({"--as-pid-1", "true"}), user_host()), UsageError);
+    EXPECT_THROW(tools::make_launch_plan(parse_args({"--unshare-net"}), user_host()), UsageError);
+}
+
+TEST(MakePlan, AmbientOnlyForAddedCapsOfNonRootUid)
+{
+    auto plan = [](std::vector<std::string> args, const tools::HostFacts& h) {
+        return tools::make_launch_plan(parse_args(args), h);
+    };
+    EXPECT_TRUE(plan({"--cap-add", "CAP_NET_ADMIN", "true"}, user_host()).ambient_caps);
+    EXPECT_FALSE(plan({"--uid", "0", "--cap-add", "CAP_NET_ADMIN", "true"}, user_host()).ambient_caps);
+    EXPECT_FALSE(plan({"--unshare-user", "--uid", "5", "true"}, root_host()).ambient_caps);
+    EXPECT_FALSE(plan({"--cap-drop", "ALL", "true"}, root_host()).ambient_caps);
+}
+
+TEST(MakePlan, EnvironmentIsEdited)
+{
+    ns::LaunchPlan p = tools::make_launch_plan(parse_args({"--unsetenv", "HOME", "--setenv", "X", "y", "true"}), user_host());
+    EXPECT_EQ(p.env, (std::vector<std::string>{"PATH=/usr/bin", "X=y"}));
+}
+
+TEST(CocoonMain, BadInputExitsOneWithOneLine)
+{
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--frobnicate"})), testing::ExitedWithCode(1),
+                "^cocoon: Unknown option --frobnicate\n$");
+    ASSERT_EXIT(std::exit(run_main({"/usr/local/bin/bwrap", "--frobnicate"})), testing::ExitedWithCode(1),
+                "^bwrap: Unknown option --frobnicate\n$");
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--unshare-net"})), testing::ExitedWithCode(1),
+                "^cocoon: No command specified");
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--bind", "/a", "/b/../c", "true"})), testing::ExitedWithCode(1),
+                "^cocoon: Invalid destination /b/../c");
+}
+
+TEST(CocoonMain, HelpListsEveryOption)
+{
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(run_main({"cocoon", "--help"}), 0);
+    std::string help = testing::internal::GetCapturedStdout();
+    for (const char* opt : {"--bind SRC DEST", "--ro-bind-try SRC DEST", "--unshare-all", "--cap-drop CAP", "--proc DEST"})
+        EXPECT_NE(help.find(opt), std::string::npos) << opt;
+}

@@ -1,0 +1,66 @@
+// Unit tests of environment editing, capability resolution and exit codes.
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/wait.h>
+
+#include <csignal>
+
+#include "base/sys_error.h"
+#include "ns/caps.h"
+#include "ns/env.h"
+#include "reaper/status.h"
+
+using namespace cocoon;
+
+TEST(BuildEnv, AppliesOpsInOrder)
+{
+    std::vector<std::string> base{"A=1", "B=2", "PATH=/bin"};
+    EXPECT_EQ(ns::build_env(base, {}), base);
+    EXPECT_EQ(ns::build_env(base, {ns::SetEnv{"A", "x"}}), (std::vector<std::string>{"B=2", "PATH=/bin", "A=x"}));
+    EXPECT_EQ(ns::build_env(base, {ns::UnsetEnv{"B"}}), (std::vector<std::string>{"A=1", "PATH=/bin"}));
+    EXPECT_EQ(ns::build_env(base, {ns::SetEnv{"C", "3"}, ns::ClearEnv{}, ns::SetEnv{"D", "4"}}),
+              (std::vector<std::string>{"D=4"}));
+    EXPECT_EQ(ns::build_env(base, {ns::UnsetEnv{"A"}, ns::SetEnv{"A", "again"}}),
+              (std::vector<std::string>{"B=2", "PATH=/bin", "A=again"}));
+}
+
+TEST(BuildEnv, MatchesWholeNames)
+{
+    std::vector<std::string> base{"AB=1", "A=2", "A_B=3"};
+    EXPECT_EQ(ns::build_env(base, {ns::UnsetEnv{"A"}}), (std::vector<std::string>{"AB=1", "A_B=3"}));
+}
+
+TEST(Caps, RootKeepsAllOthersNone)
+{
+    EXPECT_EQ(ns::resolve_caps(true, {}), ns::kAllCaps);
+    EXPECT_EQ(ns::resolve_caps(false, {}), 0u);
+}
+
+TEST(Caps, AddDropInOrder)
+{
+    const ns::CapSet net_admin = ns::CapSet{1} << CAP_NET_ADMIN;
+    EXPECT_EQ(ns::resolve_caps(false, {{true, "CAP_NET_ADMIN"}}), net_admin);
+    EXPECT_EQ(ns::resolve_caps(false, {{true, "net_admin"}}), net_admin);
+    EXPECT_EQ(ns::resolve_caps(true, {{false, "ALL"}}), 0u);
+    EXPECT_EQ(ns::resolve_caps(true, {{false, "ALL"}, {true, "CAP_NET_ADMIN"}}), net_admin);
+    EXPECT_EQ(ns::resolve_caps(true, {{false, "CAP_SYS_ADMIN"}}), ns::kAllCaps & ~(ns::CapSet{1} << CAP_SYS_ADMIN));
+    EXPECT_EQ(ns::resolve_caps(false, {{true, "ALL"}, {false, "ALL"}}), 0u);
+}
+
+TEST(Caps, UnknownNameIsAnError)
+{
+    EXPECT_THROW(ns::resolve_caps(false, {{true, "CAP_MAKE_COFFEE"}}), UsageError);
+    EXPECT_THROW(ns::parse_cap(""), UsageError);
+    EXPECT_EQ(ns::parse_cap("CAP_SYS_ADMIN"), CAP_SYS_ADMIN);
+    EXPECT_EQ(ns::parse_cap("Sys_Admin"), CAP_SYS_ADMIN);
+}
+
+TEST(ExitCode, MapsExitAndSignal)
+{
+    EXPECT_EQ(reaper::exit_code(0), 0);
+    EXPECT_EQ(reaper::exit_code(42 << 8), 42);
+    EXPECT_EQ(reaper::exit_code(255 << 8), 255);
+    EXPECT_EQ(reaper::exit_code(SIGKILL), 137);
+    EXPECT_EQ(reaper::exit_code(SIGTERM), 143);
+    EXPECT_EQ(reaper::exit_code(SIGSEGV | 0x80), 128 + SIGSEGV);  // core dumped
+}

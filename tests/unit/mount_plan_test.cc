@@ -1,0 +1,92 @@
+// Unit tests of the mount planner (mount/plan.cc). No privilege needed.
+#include <gtest/gtest.h>
+
+#include "base/sys_error.h"
+#include "mount/plan.h"
+
+using namespace cocoon::mount;
+
+TEST(NormalizeDest, MakesAbsoluteAndCanonical)
+{
+    EXPECT_EQ(normalize_dest("/usr"), "/usr");
+    EXPECT_EQ(normalize_dest("usr/lib"), "/usr/lib");
+    EXPECT_EQ(normalize_dest("//a///b/./c/"), "/a/b/c");
+    EXPECT_EQ(normalize_dest("/"), "/");
+    EXPECT_EQ(normalize_dest("./."), "/");
+    EXPECT_EQ(normalize_dest("/a/..b/c.."), "/a/..b/c..");
+}
+
+TEST(NormalizeDest, RejectsDotDotAndEmpty)
+{
+    EXPECT_THROW(normalize_dest("/a/../b"), cocoon::UsageError);
+    EXPECT_THROW(normalize_dest(".."), cocoon::UsageError);
+    EXPECT_THROW(normalize_dest("/a/.."), cocoon::UsageError);
+    EXPECT_THROW(normalize_dest(""), cocoon::UsageError);
+    try {
+        normalize_dest("/x/../etc");
+        FAIL();
+    } catch (const cocoon::UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("/x/../etc"), std::string::npos);
+    }
+}
+
+TEST(MakePlan, KeepsCommandLineOrderAndNormalizes)
+{
+    Plan plan = make_plan({Tmpfs{"tmp", 0700}, Bind{"/src", "/a//b", BindKind::ReadOnly, true}, Dir{"/d/", 0755},
+                           RemountRo{"/a/b"}});
+    ASSERT_EQ(plan.ops.size(), 4u);
+    EXPECT_EQ(std::get<Tmpfs>(plan.ops[0]).dest, "/tmp");
+    EXPECT_EQ(std::get<Tmpfs>(plan.ops[0]).mode, 0700u);
+    const Bind& bind = std::get<Bind>(plan.ops[1]);
+    EXPECT_EQ(bind.source, "/src");
+    EXPECT_EQ(bind.dest, "/a/b");
+    EXPECT_EQ(bind.kind, BindKind::ReadOnly);
+    EXPECT_TRUE(bind.optional);
+    EXPECT_EQ(dest_of(plan.ops[2]), "/d");
+    EXPECT_EQ(dest_of(plan.ops[3]), "/a/b");
+}
+
+TEST(MakePlan, ExpandsDev)
+{
+    Plan plan = make_plan({Dev{"/dev"}, Dir{"/after"}});
+    ASSERT_FALSE(plan.ops.empty());
+    EXPECT_EQ(std::get<Tmpfs>(plan.ops.front()).dest, "/dev");
+    EXPECT_EQ(dest_of(plan.ops.back()), "/after");
+    int binds = 0, links = 0, devpts = 0;
+    for (const Op& op : plan.ops) {
+        if (auto* b = std::get_if<Bind>(&op)) {
+            ++binds;
+            EXPECT_EQ(b->kind, BindKind::Dev);
+            EXPECT_EQ(b->source.substr(0, 5), "/dev/");
+            EXPECT_EQ(b->dest, b->source);
+        }
+        if (auto* l = std::get_if<Symlink>(&op)) {
+            ++links;
+            if (l->dest == "/dev/ptmx") {
+                EXPECT_EQ(l->target, "pts/ptmx");
+            }
+            if (l->dest == "/dev/fd") {
+                EXPECT_EQ(l->target, "/proc/self/fd");
+            }
+        }
+        devpts += std::holds_alternative<Devpts>(op);
+        EXPECT_FALSE(std::holds_alternative<Dev>(op));
+    }
+    EXPECT_EQ(binds, 6);  // null zero full random urandom tty
+    EXPECT_EQ(links, 6);  // fd stdin stdout stderr core ptmx
+    EXPECT_EQ(devpts, 1);
+}
+
+TEST(MakePlan, DevElsewhere)
+{
+    Plan plan = make_plan({Dev{"sandbox/dev"}});
+    EXPECT_EQ(std::get<Bind>(plan.ops[1]).dest, "/sandbox/dev/null");
+    EXPECT_EQ(std::get<Bind>(plan.ops[1]).source, "/dev/null");
+}
+
+TEST(MakePlan, RejectsDotDotInAnyOp)
+{
+    EXPECT_THROW(make_plan({Bind{"/a", "/x/../y"}}), cocoon::UsageError);
+    EXPECT_THROW(make_plan({Symlink{"../ok-as-target", "/y/.."}}), cocoon::UsageError);
+    EXPECT_NO_THROW(make_plan({Symlink{"../target-may-have-dots", "/y"}}));
+}

@@ -1,0 +1,31 @@
+# Shared by tools/run and tools/test: install what cocoon needs, then build it.
+# Sourced, not run. Idempotent: installs only missing packages, rebuilds only what changed.
+
+COCOON_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+COCOON_BUILD=${COCOON_BUILD:-$COCOON_ROOT/build}
+
+cocoon_packages=(
+  cmake ninja-build g++ pkg-config
+  libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev
+  googletest libgtest-dev
+  util-linux procps bubblewrap
+)
+
+cocoon_install() {
+  local missing=()
+  for p in "${cocoon_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  echo "cocoon: installing ${missing[*]}" >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# cocoon_build [extra cmake args...]
+cocoon_build() {
+  cmake -S "$COCOON_ROOT" -B "$COCOON_BUILD" -G Ninja "$@" >/dev/null
+  cmake --build "$COCOON_BUILD" -- --quiet
+}

@@ -1,0 +1,68 @@
+// cocoon's entry point: argv -> Options -> LaunchPlan -> launch. Runs as the
+// monitor, with the caller's privilege.
+#include "tools/entry.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "ns/launch.h"
+#include "tools/options.h"
+#include "tools/plan.h"
+
+extern char** environ;
+
+namespace cocoon::tools {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+HostFacts read_host()
+{
+    HostFacts host;
+    host.uid = ::getuid();
+    host.gid = ::getgid();
+    for (char** e = environ; *e; ++e)
+        host.environ.emplace_back(*e);
+    char cwd[4096];
+    host.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
+    host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
+    host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
+    return host;
+}
+
+std::string program_name(int argc, char** argv)
+{
+    if (argc < 1)
+        return "cocoon";
+    const char* slash = std::strrchr(argv[0], '/');
+    return std::strcmp(slash ? slash + 1 : argv[0], "bwrap") == 0 ? "bwrap" : "cocoon";
+}
+
+} // namespace
+
+int cocoon_main(int argc, char** argv)
+{
+    const std::string prog = program_name(argc, argv);
+    try {
+        Options options = parse_args(std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+        if (options.help) {
+            std::fputs(usage(prog).c_str(), stdout);
+            return 0;
+        }
+        if (options.version) {
+            std::printf("cocoon %s\n", kVersion);
+            return 0;
+        }
+        return ns::launch(make_launch_plan(options, read_host()));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+        return 1;
+    }
+}
+
+} // namespace cocoon::tools

@@ -1,0 +1,10 @@
+// cocoon's main, callable from tests: argv -> Options -> LaunchPlan -> launch.
+#pragma once
+
+namespace cocoon::tools {
+
+// Returns the process's exit code; prints one-line errors prefixed by the
+// program's name ("bwrap" when invoked as bwrap, else "cocoon").
+int cocoon_main(int argc, char** argv);
+
+} // namespace cocoon::tools
