@@ -38,46 +38,46 @@ std::pair<std::string, std::string> split_parent(const std::string& path)
 // mkdir -p under root; returns an O_PATH fd of the final directory.
 UniqueFd ensure_dir(int root, const std::string& path, mode_t mode)
 {
-    UniqueFd dir = sys::openat2(root, "/", O_PATH | O_DIRECTORY, kInRoot);
-    std::string prefix;
-    size_t i = 1;
-    while (i < path.size()) {
-        size_t end = path.find('/', i);
-        if (end == std::string::npos)
-            end = path.size();
-        std::string name = path.substr(i, end - i);
-        prefix += "/" + name;
-        i = end + 1;
-        UniqueFd next;
-        int err = sys::try_openat2(root, prefix, O_PATH | O_DIRECTORY, kInRoot, 0, next);
-        if (err == -ENOENT) {
-            if (::mkdirat(dir.get(), name.c_str(), mode) < 0 && errno != EEXIST)
-                throw SysError(errno, "Can't mkdir " + prefix);
-            err = sys::try_openat2(root, prefix, O_PATH | O_DIRECTORY, kInRoot, 0, next);
-        }
-        if (err < 0)
-            throw SysError(-err, "Can't mkdir " + prefix);
-        dir = std::move(next);
-    }
+    UniqueFd dir;
+    // Most destinations exist already or need only their last component.
+    int err = sys::try_openat2(root, path, O_PATH | O_DIRECTORY, kInRoot, 0, dir);
+    if (err == 0)
+        return dir;
+    if (err != -ENOENT)
+        throw SysError(-err, "Can't open directory " + path);
+    auto [parent, name] = split_parent(path);
+    UniqueFd up = ensure_dir(root, parent, 0755);
+    if (::mkdirat(up.get(), name.c_str(), mode) < 0 && errno != EEXIST)
+        throw SysError(errno, "Can't mkdir " + path);
+    err = sys::try_openat2(up.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, 0, dir);
+    if (err == -ENOTDIR || err == -ELOOP)
+        // A symlink (or a file) is in the way: resolve it inside the root.
+        err = sys::try_openat2(root, path, O_PATH | O_DIRECTORY, kInRoot, 0, dir);
+    if (err < 0)
+        throw SysError(-err, "Can't mkdir " + path);
     return dir;
 }
 
 // Resolves (creating if missing) the mount point for a bind of a directory
-// or of a non-directory, as an O_PATH fd.
+// or of a non-directory.
 UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir)
 {
     if (is_dir)
         return ensure_dir(root, dest, 0755);
     UniqueFd fd;
-    if (sys::try_openat2(root, dest, O_PATH, kInRoot, 0, fd) == 0)
+    int err = sys::try_openat2(root, dest, O_PATH, kInRoot, 0, fd);
+    if (err == 0)
         return fd;
+    if (err != -ENOENT)
+        throw SysError(-err, "Can't open " + dest);
     auto [parent, name] = split_parent(dest);
     UniqueFd dir = ensure_dir(root, parent, 0755);
-    UniqueFd file(::openat(dir.get(), name.c_str(),
-                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
-    if (!file && errno != EEXIST)
+    // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
+    // link planted in the sandbox points.
+    fd.reset(::openat(dir.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    if (!fd)
         throw SysError(errno, "Can't create file at " + dest);
-    return sys::openat2(root, dest, O_PATH, kInRoot);
+    return fd;
 }
 
 // A new, detached superblock mount of fstype (tmpfs, proc, devpts).

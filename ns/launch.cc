@@ -27,8 +27,6 @@ extern char** environ;
 namespace cocoon::ns {
 namespace {
 
-constexpr char kGo = 'G';
-
 void set_no_new_privs()
 {
     // Security: no exec in the sandbox (setuid binaries, file capabilities)
@@ -95,10 +93,9 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
 [[noreturn]] void child_main(const LaunchPlan& plan, int sock)
 {
     try {
-        // 1. Wait until the monitor has written our uid/gid maps.
-        char go = 0;
-        if (::recv(sock, &go, 1, 0) != 1 || go != kGo)
-            ::_exit(1);
+        // 1. User namespace: map the caller's ids.
+        if (plan.clone_flags & CLONE_NEWUSER)
+            write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
         // 2. Die with the monitor (--die-with-parent).
         if (plan.die_with_parent)
             set_parent_death_signal();
@@ -151,16 +148,6 @@ int launch(const LaunchPlan& plan)
     }
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
-
-    try {
-        if (plan.clone_flags & CLONE_NEWUSER)
-            write_id_maps(pid, plan.uid, plan.real_uid, plan.gid, plan.real_gid);
-        check(::send(sock.get(), &kGo, 1, MSG_NOSIGNAL), "send(go)");
-    } catch (...) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        throw;
-    }
 
     // Setup errors arrive as one message each; EOF means every setup process
     // has exec'd the command or exited.

@@ -1,5 +1,5 @@
-// Writing uid_map, setgroups and gid_map of the child's user namespace. Runs in
-// the monitor, with the caller's privilege, right after clone.
+// Writing uid_map, setgroups and gid_map of a new user namespace. Runs in the
+// sandbox's first process right after clone, before anything else.
 #include "ns/uid_map.h"
 
 #include <string>
@@ -8,9 +8,11 @@
 
 namespace cocoon::ns {
 
-void write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid)
+void write_id_maps(uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid)
 {
-    std::string proc = "/proc/" + std::to_string(pid) + "/";
+    // The namespace's creator may map its own ids (one line each) without any
+    // privilege in the parent namespace, so no round trip to the monitor.
+    const std::string proc = "/proc/self/";
     sys::write_file(proc + "uid_map", std::to_string(inside_uid) + " " + std::to_string(outside_uid) + " 1\n");
     // Security: with setgroups allowed, the sandbox could drop a supplementary
     // group and so gain access that a group-deny permission meant to refuse.

@@ -1,4 +1,5 @@
-// uid/gid maps of the sandbox's user namespace. Written by the monitor.
+// uid/gid maps of the sandbox's user namespace. Written by the sandbox's first
+// process itself, which holds CAP_SETUID over the namespace it was born in.
 #pragma once
 
 #include <sys/types.h>
@@ -6,7 +7,7 @@
 namespace cocoon::ns {
 
 // Maps inside_uid/gid to the caller's outside ids (one id each) and denies
-// setgroups in the namespace of process `pid`.
-void write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid);
+// setgroups in the calling process's user namespace.
+void write_id_maps(uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid);
 
 } // namespace cocoon::ns

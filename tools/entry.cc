@@ -2,6 +2,7 @@
 // monitor, with the caller's privilege.
 #include "tools/entry.h"
 
+#include <sys/capability.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -30,6 +31,10 @@ HostFacts read_host()
         host.environ.emplace_back(*e);
     char cwd[4096];
     host.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (capget(&header, data) == 0)
+        host.permitted_caps = data[0].permitted | (static_cast<ns::CapSet>(data[1].permitted) << 32);
     host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
     host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
     return host;

@@ -48,6 +48,7 @@ struct HostFacts {
     gid_t gid = 0;
     std::vector<std::string> environ;
     std::string cwd;
+    ns::CapSet permitted_caps = ns::kAllCaps;  // the caller's permitted set
     bool has_user_ns = true;
     bool has_cgroup_ns = true;
 };

@@ -51,7 +51,10 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.host_cwd = host.cwd;
     plan.hostname = o.hostname;
 
-    plan.caps = ns::resolve_caps(root, o.caps);
+    // A user namespace's creator holds every capability in it; without one,
+    // the command can keep only what the caller has (root in a container may
+    // lack some).
+    plan.caps = ns::resolve_caps(root, o.caps) & (user_ns ? ns::kAllCaps : host.permitted_caps);
     // Capabilities reach a non-root uid across exec only as ambient ones;
     // raise them only when the caller asked for some with --cap-add.
     bool cap_add = false;

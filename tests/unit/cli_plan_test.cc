@@ -129,6 +129,14 @@ TEST(MakePlan, RootNeedsToAskForUserNamespace)
     EXPECT_EQ(tools::make_launch_plan(parse_args({"true"}), root_host()).caps, ns::kAllCaps);
 }
 
+TEST(MakePlan, RootKeepsOnlyTheCapabilitiesItHas)
+{
+    tools::HostFacts h = root_host();
+    h.permitted_caps = ns::kAllCaps & ~(ns::CapSet{1} << 24);
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"true"}), h).caps, h.permitted_caps);
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"--unshare-user", "true"}), h).caps, ns::kAllCaps);
+}
+
 TEST(MakePlan, UnshareAllFlags)
 {
     ns::LaunchPlan p = tools::make_launch_plan(parse_args({"--unshare-all", "true"}), user_host());

@@ -1,0 +1,86 @@
+// Small helpers shared by the e2e tests: building cocoon command lines and
+// picking apart what the sandboxed command printed. Runs in the test process.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <ctime>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/process.h"
+
+namespace cocoon::test {
+
+// The concatenation of argument lists, in order.
+inline std::vector<std::string> args(std::initializer_list<std::vector<std::string>> parts)
+{
+    std::vector<std::string> out;
+    for (const auto& part : parts)
+        out.insert(out.end(), part.begin(), part.end());
+    return out;
+}
+
+// cocoon(minimal_root() + options + command).
+inline Result in_sandbox(const std::vector<std::string>& options, const std::vector<std::string>& command)
+{
+    return cocoon(args({minimal_root(), options, command}));
+}
+
+inline std::vector<std::string> sh(const std::string& script)
+{
+    return {"sh", "-c", script};
+}
+
+// What makes the command capability-free for this caller: nothing for an
+// unprivileged caller (the default), --cap-drop ALL for root.
+inline std::vector<std::string> no_caps()
+{
+    return is_root() ? std::vector<std::string>{"--cap-drop", "ALL"} : std::vector<std::string>{};
+}
+
+inline std::vector<std::string> lines(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        out.push_back(line);
+    return out;
+}
+
+inline std::set<std::string> line_set(const std::string& text)
+{
+    auto l = lines(text);
+    return {l.begin(), l.end()};
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle)
+{
+    return haystack.find(needle) != std::string::npos;
+}
+
+// A string no other test run uses, for file names and process markers.
+inline std::string unique_marker(const std::string& prefix)
+{
+    static std::atomic<unsigned> counter {0};
+    return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr)) + "-" +
+        std::to_string(counter++);
+}
+
+// The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.
+inline std::string status_field(const std::string& status, const std::string& name)
+{
+    for (const std::string& line : lines(status))
+        if (line.rfind(name + ":", 0) == 0) {
+            std::string value = line.substr(name.size() + 1);
+            value.erase(0, value.find_first_not_of(" \t"));
+            return value;
+        }
+    return "";
+}
+
+} // namespace cocoon::test

@@ -1,0 +1,74 @@
+// End-to-end checks of what the command starts with: hostname, environment
+// edits in command-line order, and working directory.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/e2e.h"
+
+namespace cocoon::test {
+namespace {
+
+std::vector<std::string> with_name(const std::string& env_output, const std::string& name)
+{
+    std::vector<std::string> out;
+    for (const std::string& line : lines(env_output))
+        if (line.rfind(name + "=", 0) == 0)
+            out.push_back(line);
+    return out;
+}
+
+TEST(Uts, HostnameOption)
+{
+    char host_name[HOST_NAME_MAX + 1] = {};
+    ASSERT_EQ(::gethostname(host_name, sizeof host_name - 1), 0);
+    ASSERT_NE(std::string(host_name), "cocoon-e2e-box");
+
+    Result r = in_sandbox({"--unshare-uts", "--hostname", "cocoon-e2e-box"}, {"hostname"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "cocoon-e2e-box\n");
+}
+
+TEST(Env, SetenvAndUnsetenv)
+{
+    Result set = in_sandbox({"--setenv", "FOO", "bar"}, {"env"});
+    ASSERT_EQ(set.code, 0) << set.err;
+    EXPECT_EQ(with_name(set.out, "FOO"), std::vector<std::string>{"FOO=bar"}) << set.out;
+
+    // HOME set first, so the removal is visible whatever the caller's env holds.
+    Result unset = in_sandbox({"--setenv", "HOME", "/cocoon-home", "--unsetenv", "HOME"}, {"env"});
+    ASSERT_EQ(unset.code, 0) << unset.err;
+    EXPECT_EQ(with_name(unset.out, "HOME"), std::vector<std::string>{}) << unset.out;
+
+    Result unset_inherited = in_sandbox({"--unsetenv", "HOME"}, {"env"});
+    ASSERT_EQ(unset_inherited.code, 0) << unset_inherited.err;
+    EXPECT_EQ(with_name(unset_inherited.out, "HOME"), std::vector<std::string>{}) << unset_inherited.out;
+
+    // Control: a later --setenv wins over an earlier --unsetenv.
+    Result reset = in_sandbox({"--unsetenv", "HOME", "--setenv", "HOME", "/cocoon-home"}, {"env"});
+    ASSERT_EQ(reset.code, 0) << reset.err;
+    EXPECT_EQ(with_name(reset.out, "HOME"), std::vector<std::string>{"HOME=/cocoon-home"}) << reset.out;
+}
+
+TEST(Env, ClearenvKeepsOnlyLaterSetenvAndPwd)
+{
+    Result r = in_sandbox({"--chdir", "/usr", "--setenv", "A", "1", "--clearenv", "--setenv", "B", "2"},
+                          {"/usr/bin/env"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(line_set(r.out), (std::set<std::string>{"B=2", "PWD=/usr"})) << r.out;
+}
+
+TEST(Env, ChdirSetsTheWorkingDirectory)
+{
+    Result r = in_sandbox({"--chdir", "/usr"}, sh("pwd; echo $PWD"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "/usr\n/usr\n");
+}
+
+} // namespace
+} // namespace cocoon::test

@@ -1,0 +1,257 @@
+// Startup benchmark driver: times fork+execv+waitpid of labelled commands, runs
+// interleaved so drift hits every label alike. Standalone; runs as its caller.
+//
+// usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... ::: LABEL cmd args...
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+constexpr std::string_view kSeparator = ":::";
+
+struct Command {
+    std::string label;
+    std::string path;               // resolved once, so PATH search is not timed
+    std::vector<std::string> argv;  // argv[0] as given
+    std::vector<double> samples_ms;
+};
+
+struct Options {
+    int runs = 300;
+    int warmup = 20;
+    std::vector<Command> commands;
+};
+
+[[noreturn]] void die(const std::string& message)
+{
+    std::fprintf(stderr, "startup_bench: %s\n", message.c_str());
+    std::exit(1);
+}
+
+[[noreturn]] void die_errno(const std::string& call, int err)
+{
+    die(call + ": " + std::strerror(err));
+}
+
+[[noreturn]] void usage()
+{
+    die("usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... [::: LABEL cmd args...]...");
+}
+
+int parse_count(std::string_view flag, const char* text, int min)
+{
+    int value = 0;
+    std::string_view s = text;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size() || value < min)
+        die(std::string(flag) + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+    return value;
+}
+
+// A name without '/' is looked up in $PATH, as execvp would, but before timing starts.
+std::string resolve(const std::string& name)
+{
+    if (name.find('/') != std::string::npos) {
+        if (::access(name.c_str(), X_OK) != 0)
+            die_errno("access(" + name + ")", errno);
+        return name;
+    }
+    const char* env = std::getenv("PATH");
+    std::string_view path = env ? env : "/usr/local/bin:/usr/bin:/bin";
+    while (true) {
+        size_t colon = path.find(':');
+        std::string dir(path.substr(0, colon));
+        std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        if (colon == std::string_view::npos)
+            break;
+        path.remove_prefix(colon + 1);
+    }
+    die(name + ": not found in PATH");
+}
+
+Options parse_args(int argc, char** argv)
+{
+    Options o;
+    int i = 1;
+    for (; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--") {
+            ++i;
+            break;
+        }
+        if ((a == "--runs" || a == "--warmup") && i + 1 < argc) {
+            int& slot = a == "--runs" ? o.runs : o.warmup;
+            slot = parse_count(a, argv[++i], a == "--runs" ? 1 : 0);
+        } else {
+            usage();
+        }
+    }
+    // Split the rest at ":::" into LABEL cmd args... groups.
+    std::vector<std::string> group;
+    auto flush = [&] {
+        if (group.size() < 2)
+            die("each group needs a LABEL and a command");
+        Command c;
+        c.label = group[0];
+        c.argv.assign(group.begin() + 1, group.end());
+        c.path = resolve(c.argv[0]);
+        for (const Command& other : o.commands)
+            if (other.label == c.label)
+                die("duplicate label '" + c.label + "'");
+        o.commands.push_back(std::move(c));
+        group.clear();
+    };
+    for (; i < argc; ++i) {
+        if (argv[i] == kSeparator)
+            flush();
+        else
+            group.emplace_back(argv[i]);
+    }
+    flush();
+    return o;
+}
+
+std::string describe(const Command& c)
+{
+    std::string s = c.label + " (";
+    for (size_t i = 0; i < c.argv.size(); ++i)
+        s += (i ? " " : "") + c.argv[i];
+    return s + ")";
+}
+
+double now_ms()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+// One timed run: from just before fork to just after waitpid. Any failure is fatal,
+// since a fast failing sandbox would otherwise look like a fast sandbox.
+double run_once(const Command& c, const std::vector<char*>& argv, int devnull)
+{
+    double start = now_ms();
+    pid_t pid = ::fork();
+    if (pid < 0)
+        die_errno("fork", errno);
+    if (pid == 0) {
+        // Child: only async-signal-safe calls until execv.
+        if (::dup2(devnull, STDOUT_FILENO) < 0 || ::dup2(devnull, STDERR_FILENO) < 0)
+            ::_exit(126);
+        ::execv(c.path.c_str(), argv.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            die_errno("waitpid", errno);
+    double elapsed = now_ms() - start;
+    if (WIFSIGNALED(status))
+        die(describe(c) + ": killed by signal " + std::to_string(WTERMSIG(status)));
+    if (WEXITSTATUS(status) != 0)
+        die(describe(c) + ": exited with status " + std::to_string(WEXITSTATUS(status)) +
+            (WEXITSTATUS(status) == 127 ? " (exec failed?)" : ""));
+    return elapsed;
+}
+
+// Linear interpolation between order statistics; `sorted` must be non-empty.
+double percentile(const std::vector<double>& sorted, double p)
+{
+    double pos = p * double(sorted.size() - 1);
+    size_t lo = size_t(pos);
+    size_t hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - double(lo));
+}
+
+const Command* find_label(const std::vector<Command>& commands, std::string_view label)
+{
+    for (const Command& c : commands)
+        if (c.label == label)
+            return &c;
+    return nullptr;
+}
+
+void report(std::vector<Command>& commands, int runs, int warmup)
+{
+    size_t width = 0;
+    for (const Command& c : commands)
+        width = std::max(width, c.label.size());
+    std::vector<double> medians;
+    std::printf("# runs=%d warmup=%d order=interleaved unit=ms (fork..waitpid)\n", runs, warmup);
+    for (Command& c : commands) {
+        std::sort(c.samples_ms.begin(), c.samples_ms.end());
+        double median = percentile(c.samples_ms, 0.5);
+        medians.push_back(median);
+        std::printf("median_ms %-*s %8.3f   p10_ms %8.3f   p90_ms %8.3f   n %zu\n", int(width),
+                    c.label.c_str(), median, percentile(c.samples_ms, 0.1),
+                    percentile(c.samples_ms, 0.9), c.samples_ms.size());
+    }
+    auto median_of = [&](const Command* c) { return medians[size_t(c - commands.data())]; };
+    auto ratio = [&](const Command* num, const Command* den) {
+        std::string name = num->label + "/" + den->label;
+        std::printf("ratio %-*s %8.3f\n", int(2 * width + 1), name.c_str(),
+                    median_of(num) / median_of(den));
+    };
+    const Command* cocoon = find_label(commands, "cocoon");
+    const Command* bwrap = find_label(commands, "bwrap");
+    if (cocoon && bwrap)
+        ratio(cocoon, bwrap);
+    for (std::string_view anchor_name : {"direct", "unshare"}) {
+        const Command* anchor = find_label(commands, anchor_name);
+        if (!anchor)
+            continue;
+        for (const Command& c : commands)
+            if (&c != anchor && c.label != "direct" && c.label != "unshare")
+                ratio(&c, anchor);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    Options o = parse_args(argc, argv);
+
+    int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (devnull < 0)
+        die_errno("open(/dev/null)", errno);
+
+    std::vector<std::vector<char*>> argvs;
+    for (Command& c : o.commands) {
+        std::vector<char*> v;
+        for (std::string& s : c.argv)
+            v.push_back(s.data());
+        v.push_back(nullptr);
+        argvs.push_back(std::move(v));
+        c.samples_ms.reserve(size_t(o.runs));
+    }
+
+    // Round r runs every label once, in the order given.
+    for (int r = 0; r < o.warmup + o.runs; ++r) {
+        for (size_t i = 0; i < o.commands.size(); ++i) {
+            double ms = run_once(o.commands[i], argvs[i], devnull);
+            if (r >= o.warmup)
+                o.commands[i].samples_ms.push_back(ms);
+        }
+    }
+
+    report(o.commands, o.runs, o.warmup);
+    std::fflush(stdout);
+    return 0;
+}
