@@ -17,6 +17,7 @@
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
 #include "mount/apply.h"
+#include "net/loopback.h"
 #include "ns/env.h"
 #include "ns/uid_map.h"
 #include "reaper/reaper.h"
@@ -102,9 +103,12 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
         // 3. UTS namespace: hostname.
         if (plan.hostname)
             check(::sethostname(plan.hostname->data(), plan.hostname->size()), "sethostname");
-        // 4. Mount namespace: the new root, in command-line order, then pivot_root.
+        // 4. Network namespace: lo up, as bwrap does; nothing else exists in it.
+        if (plan.clone_flags & CLONE_NEWNET)
+            net::loopback_up();
+        // 5. Mount namespace: the new root, in command-line order, then pivot_root.
         mount::apply(plan.mounts);
-        // 5. PID namespace: stay as PID 1 to reap, run the command as PID 2.
+        // 6. PID namespace: stay as PID 1 to reap, run the command as PID 2.
         if ((plan.clone_flags & CLONE_NEWPID) && !plan.as_pid_1) {
             pid_t command = check(::fork(), "fork");
             if (command == 0)
@@ -115,7 +119,7 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
             ::close(sock);
             ::_exit(reaper::run(command));
         }
-        // 6. Otherwise this process becomes the command.
+        // 7. Otherwise this process becomes the command.
         exec_command(plan);
     } catch (const std::exception& e) {
         std::string msg = e.what();

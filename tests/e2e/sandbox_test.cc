@@ -85,6 +85,18 @@ TEST(NetNamespace, OnlyLoopback)
     EXPECT_EQ(interfaces, std::vector<std::string>{"lo"}) << r.out;
 }
 
+// As with bwrap, lo is up: 127.0.0.1 and ::1 exist (if_inet6 lists an address
+// only on an interface that is up).
+TEST(NetNamespace, LoopbackIsUp)
+{
+    Result r = in_sandbox({"--unshare-net", "--unshare-pid", "--proc", "/proc"},
+                          {"cat", "/proc/net/if_inet6", "/proc/net/fib_trie"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "00000000000000000000000000000001 01 80 10 80       lo")) << r.out;
+    EXPECT_TRUE(contains(r.out, "/32 host LOCAL")) << r.out;
+    EXPECT_TRUE(contains(r.out, "127.0.0.1")) << r.out;
+}
+
 TEST(Isolation, HostFileOutsideTheBindsIsUnreachable)
 {
     TempDir host;

@@ -1,0 +1,138 @@
+// Bringing lo up in a new network namespace: rtnetlink via libnl-route, with an
+// ioctl fallback. Runs in the sandbox's first process, before privileges drop.
+#include "net/loopback.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netlink/addr.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <sys/ioctl.h>
+#include <linux/if_addr.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "base/sys_error.h"
+#include "base/unique_fd.h"
+
+namespace cocoon::net {
+namespace {
+
+constexpr int kLoopbackIndex = 1;
+
+template <class T, void (*Free)(T*)> struct Deleter {
+    void operator()(T* p) const { Free(p); }
+};
+using Sock = std::unique_ptr<nl_sock, Deleter<nl_sock, nl_socket_free>>;
+using Link = std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_put>>;
+using Addr = std::unique_ptr<rtnl_addr, Deleter<rtnl_addr, rtnl_addr_put>>;
+using NlAddr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
+
+// libnl returns negative NLE_* codes; map the ones that matter back to errno.
+[[noreturn]] void throw_nl(int err, const std::string& what)
+{
+    int e = EIO;
+    switch (-err) {
+    case NLE_PERM: e = EPERM; break;
+    case NLE_NOACCESS: e = EACCES; break;
+    case NLE_OBJ_NOTFOUND: e = ENODEV; break;
+    case NLE_NOMEM: e = ENOMEM; break;
+    default: break;
+    }
+    throw SysError(e, what + " (" + nl_geterror(err) + ")");
+}
+
+void add_address(nl_sock* sock, int ifindex, const char* cidr, int family)
+{
+    nl_addr* raw = nullptr;
+    int err = nl_addr_parse(cidr, family, &raw);
+    NlAddr local(raw);
+    if (err < 0)
+        throw_nl(err, std::string("nl_addr_parse(") + cidr + ")");
+    Addr addr(rtnl_addr_alloc());
+    if (!addr)
+        throw SysError(ENOMEM, "rtnl_addr_alloc");
+    rtnl_addr_set_ifindex(addr.get(), ifindex);
+    rtnl_addr_set_local(addr.get(), local.get());
+    rtnl_addr_set_flags(addr.get(), IFA_F_NODAD);
+    err = rtnl_addr_add(sock, addr.get(), 0);
+    // The kernel may have added it already when lo came up.
+    if (err < 0 && err != -NLE_EXIST)
+        throw_nl(err, std::string("Can't add address ") + cidr + " to lo");
+}
+
+} // namespace
+
+void loopback_up_netlink()
+{
+    Sock sock(nl_socket_alloc());
+    if (!sock)
+        throw SysError(ENOMEM, "nl_socket_alloc");
+    int err = nl_connect(sock.get(), NETLINK_ROUTE);
+    if (err < 0)
+        throw_nl(err, "Can't connect to rtnetlink");
+    // In a new network namespace lo always exists with ifindex 1
+    // (LOOPBACK_IFINDEX), so no RTM_GETLINK round trip is needed.
+    Link lo(rtnl_link_alloc());
+    Link change(rtnl_link_alloc());
+    if (!lo || !change)
+        throw SysError(ENOMEM, "rtnl_link_alloc");
+    rtnl_link_set_ifindex(lo.get(), kLoopbackIndex);
+    rtnl_link_set_flags(change.get(), IFF_UP);
+    err = rtnl_link_change(sock.get(), lo.get(), change.get(), 0);
+    if (err < 0)
+        throw_nl(err, "Can't bring lo up");
+    // Up first: the kernel then assigns both addresses at once, ready for use.
+    // Adding them afterwards only fills in what a kernel did not (EEXIST is
+    // the usual answer); an address added before "up" would be tentative for
+    // a moment, and a connect to ::1 right after could fail.
+    add_address(sock.get(), kLoopbackIndex, "127.0.0.1/8", AF_INET);
+    if (::access("/proc/sys/net/ipv6", F_OK) == 0)
+        add_address(sock.get(), kLoopbackIndex, "::1/128", AF_INET6);
+}
+
+void loopback_up_ioctl()
+{
+    UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!sock)
+        throw SysError(errno, "socket(AF_INET)");
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
+    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
+    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1 itself.
+    check(::ioctl(sock.get(), SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
+}
+
+bool loopback_is_up()
+{
+    UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    return sock && ::ioctl(sock.get(), SIOCGIFFLAGS, &req) == 0 && (req.ifr_flags & IFF_UP) &&
+           (req.ifr_flags & IFF_RUNNING);
+}
+
+void loopback_up()
+{
+    std::string netlink_error;
+    try {
+        loopback_up_netlink();
+    } catch (const SysError& e) {
+        netlink_error = e.what();
+        try {
+            loopback_up_ioctl();
+        } catch (const SysError& fallback) {
+            throw SysError(fallback.code(), "Can't bring up lo: " + netlink_error + "; then " +
+                                                std::string(fallback.what()).substr(0, std::strlen(fallback.what())));
+        }
+    }
+    if (!loopback_is_up())
+        throw SysError(ENETDOWN, "lo is not up after setup" + (netlink_error.empty() ? "" : " (" + netlink_error + ")"));
+}
+
+} // namespace cocoon::net
