@@ -3,8 +3,10 @@
 // every capability over its new namespaces until it drops them before exec.
 #include "ns/launch.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +20,9 @@
 #include "base/unique_fd.h"
 #include "mount/apply.h"
 #include "net/loopback.h"
+#include "ns/channel.h"
 #include "ns/env.h"
+#include "ns/monitor.h"
 #include "ns/uid_map.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
@@ -58,15 +62,30 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
     set_env(env, "PWD", cwd);
 }
 
+// Puts the command in its own process group (--forward-signals signals that
+// group), and hands it the terminal when cocoon had it.
+void own_process_group(const LaunchPlan& plan)
+{
+    check(::setpgid(0, 0), "setpgid");
+    if (!plan.terminal_foreground)
+        return;
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    ::sigprocmask(SIG_BLOCK, &ttou, &old);
+    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
 // The command's process: final privileges, then exec. Throws on failure.
-[[noreturn]] void exec_command(const LaunchPlan& plan)
+[[noreturn]] void exec_command(const LaunchPlan& plan, const sigset_t& caller_mask)
 {
     if (plan.new_session)
         // Security: a new session has no controlling terminal, so the command
         // cannot push input into the caller's terminal with TIOCSTI.
         check(::setsid(), "setsid");
-    if (plan.die_with_parent)
-        set_parent_death_signal();
+    else if (plan.forward_signals)
+        own_process_group(plan);
 
     std::vector<std::string> env = plan.env;
     enter_working_dir(plan, env);
@@ -74,7 +93,8 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
     apply_caps(plan.caps, plan.ambient_caps);
     set_no_new_privs();
     // Security: only stdin, stdout and stderr cross into the sandbox; an
-    // inherited directory fd would be a way back into the host's tree.
+    // inherited directory fd would be a way back into the host's tree, and the
+    // setup channel would let the command forge the monitor's messages.
     check(::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC), "close_range");
 
     std::vector<char*> argv, envp;
@@ -85,21 +105,47 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
         envp.push_back(const_cast<char*>(entry.c_str()));
     envp.push_back(nullptr);
     environ = envp.data();  // execvp searches the command's PATH, not ours
+    ::sigprocmask(SIG_SETMASK, &caller_mask, nullptr);
     ::execvp(argv[0], argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
 
+// Dies with the monitor; and if the monitor is gone already (it died between
+// clone and here), goes now: its end of the channel is closed then.
+void die_with_monitor(int sock)
+{
+    set_parent_death_signal();
+    pollfd pfd{sock, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP))
+        ::_exit(1);
+}
+
+// PID 1 after the fork: no privilege, not ptraceable, reaping until the
+// command exits; reports the command's status to the monitor, then exits.
+[[noreturn]] void be_reaper(const LaunchPlan& plan, pid_t command, int sock)
+{
+    // Security: the command runs as the same uid; without this it could
+    // ptrace PID 1 and use the setup channel or PID 1's bounding set.
+    check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+    apply_caps(0, false);
+    set_no_new_privs();
+    int status = reaper::run(command, plan.forward_signals);
+    send_message(sock, StatusMsg{status});
+    // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
+    ::_exit(reaper::exit_code(status));
+}
+
 // The sandbox's first process. Never returns: it execs the command, becomes
 // the reaper, or reports what failed to the monitor and exits 1.
-[[noreturn]] void child_main(const LaunchPlan& plan, int sock)
+[[noreturn]] void child_main(const LaunchPlan& plan, int sock, const sigset_t& caller_mask)
 {
     try {
         // 1. User namespace: map the caller's ids.
         if (plan.clone_flags & CLONE_NEWUSER)
             write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
-        // 2. Die with the monitor (--die-with-parent).
-        if (plan.die_with_parent)
-            set_parent_death_signal();
+        // 2. Die with the monitor (--die-with-parent, --forward-signals).
+        if (plan.die_with_parent || plan.forward_signals)
+            die_with_monitor(sock);
         // 3. UTS namespace: hostname.
         if (plan.hostname)
             check(::sethostname(plan.hostname->data(), plan.hostname->size()), "sethostname");
@@ -110,34 +156,51 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
         mount::apply(plan.mounts);
         // 6. PID namespace: stay as PID 1 to reap, run the command as PID 2.
         if ((plan.clone_flags & CLONE_NEWPID) && !plan.as_pid_1) {
-            pid_t command = check(::fork(), "fork");
+            sigset_t block = reaper::signals_to_block(plan.forward_signals);
+            check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
+            pid_t command = static_cast<pid_t>(check(::fork(), "fork"));
             if (command == 0)
-                exec_command(plan);
-            // Security: PID 1 keeps no privilege while it waits.
-            apply_caps(0, false);
-            set_no_new_privs();
-            ::close(sock);
-            ::_exit(reaper::run(command));
+                exec_command(plan, caller_mask);
+            be_reaper(plan, command, sock);
         }
         // 7. Otherwise this process becomes the command.
-        exec_command(plan);
+        exec_command(plan, caller_mask);
     } catch (const std::exception& e) {
-        std::string msg = e.what();
-        ::send(sock, msg.data(), msg.size(), MSG_NOSIGNAL);
+        send_message(sock, ErrorMsg{e.what()});
         ::_exit(1);
     }
 }
 
+// --die-with-parent watches the parent process (not the thread that started
+// us, as PR_SET_PDEATHSIG would) through a pidfd.
+UniqueFd watch_parent()
+{
+    pid_t parent = ::getppid();
+    UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, parent, 0)));
+    if (!fd)
+        throw SysError(errno, "--die-with-parent: pidfd_open(" + std::to_string(parent) + ")");
+    if (::getppid() != parent)
+        throw UsageError("--die-with-parent: the parent process has already exited");
+    return fd;
+}
+
 } // namespace
 
-int launch(const LaunchPlan& plan)
+int launch(const LaunchPlan& in)
 {
-    if (plan.die_with_parent)
-        set_parent_death_signal();
+    LaunchPlan plan = in;
+    plan.terminal_foreground = plan.forward_signals && ::isatty(STDIN_FILENO) &&
+                               ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+    UniqueFd parent = plan.die_with_parent ? watch_parent() : UniqueFd();
 
     int sv[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
     UniqueFd sock(sv[0]), child_sock(sv[1]);
+
+    // Block the signals the monitor will read from a signalfd before the
+    // sandbox exists, so none is lost or kills us in between.
+    sigset_t handled = monitor_signals(plan), caller_mask;
+    check(::sigprocmask(SIG_BLOCK, &handled, &caller_mask), "sigprocmask");
 
     int raw_pidfd = -1;
     pid_t pid;
@@ -148,30 +211,22 @@ int launch(const LaunchPlan& plan)
     }
     if (pid == 0) {
         sock.reset();
-        child_main(plan, child_sock.get());
+        parent.reset();
+        child_main(plan, child_sock.get(), caller_mask);
     }
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
 
-    // Setup errors arrive as one message each; EOF means every setup process
-    // has exec'd the command or exited.
-    std::string error;
-    char buf[4096];
-    for (;;) {
-        ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
-        if (n > 0 && error.empty())
-            error.assign(buf, static_cast<size_t>(n));
-        else if (n == 0 || (n < 0 && errno != EINTR))
-            break;
+    int code = monitor(plan, pid, std::move(pidfd), std::move(sock), std::move(parent));
+    if (plan.terminal_foreground) {
+        // Take the terminal back from the sandbox's (now gone) process group.
+        sigset_t ttou;
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        ::sigprocmask(SIG_BLOCK, &ttou, nullptr);
+        ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
     }
-
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            throw SysError(errno, "waitpid");
-    if (!error.empty())
-        throw std::runtime_error(error);  // already "what: why" from the sandbox
-    return reaper::exit_code(status);
+    return code;
 }
 
 } // namespace cocoon::ns

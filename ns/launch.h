@@ -28,6 +28,11 @@ struct LaunchPlan {
     bool new_session = false;
     bool die_with_parent = false;
     bool as_pid_1 = false;
+    bool forward_signals = false;         // --forward-signals
+    std::optional<double> kill_after;     // --kill-after SECONDS
+    int info_fd = -1;                     // --info-fd
+    int json_status_fd = -1;              // --json-status-fd
+    bool terminal_foreground = false;     // set by launch(): cocoon owned the terminal
     std::vector<std::string> argv;
 };
 

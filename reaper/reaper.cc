@@ -1,24 +1,69 @@
-// PID 1 of the sandbox, after the command was forked: a wait loop in the
-// style of tini. Runs unprivileged inside the sandbox's PID namespace.
+// PID 1 of the sandbox, after the command was forked: tini's loop. Signals
+// arrive through a signalfd (no work in handlers); children are reaped until
+// none is left to wait for. Runs unprivileged inside the sandbox's PID namespace.
 #include "reaper/reaper.h"
 
+#include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 
-#include "reaper/status.h"
+#include "base/sys_error.h"
+#include "base/unique_fd.h"
 
 namespace cocoon::reaper {
 
-int run(pid_t command)
+sigset_t forwarded_signals()
 {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH})
+        sigaddset(&set, sig);
+    return set;
+}
+
+sigset_t signals_to_block(bool forward)
+{
+    // Without --forward-signals, stop signals stay unblocked and unhandled: the
+    // kernel then drops them for a namespace's init, so a supervisor that
+    // signals every process group reaches the command exactly once.
+    sigset_t set;
+    if (forward)
+        set = forwarded_signals();
+    else
+        sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    return set;
+}
+
+int run(pid_t command, bool forward)
+{
+    sigset_t set = signals_to_block(forward);
+    UniqueFd sfd(check(::signalfd(-1, &set, SFD_CLOEXEC), "signalfd"));
     for (;;) {
-        int status;
-        pid_t pid = ::waitpid(-1, &status, 0);
-        if (pid == command)
-            return exit_code(status);
-        if (pid < 0 && errno != EINTR)
-            return 1;  // ECHILD: the command is gone without a status we saw
+        // Reap everything that has exited: the command, and orphans that the
+        // kernel reparented to us.
+        for (;;) {
+            int status;
+            pid_t pid = ::waitpid(-1, &status, WNOHANG);
+            if (pid == command)
+                return status;
+            if (pid == 0)
+                break;
+            if (pid < 0) {
+                if (errno == EINTR)
+                    continue;
+                return 1 << 8;  // ECHILD: the command is gone unseen; report exit 1
+            }
+        }
+        signalfd_siginfo info;
+        ssize_t n = ::read(sfd.get(), &info, sizeof info);
+        if (n != sizeof info)
+            continue;
+        int sig = static_cast<int>(info.ssi_signo);
+        if (sig != SIGCHLD && forward)
+            ::kill(-command, sig);  // the command leads its own process group
     }
 }
 

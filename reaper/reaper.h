@@ -1,13 +1,26 @@
-// The sandbox's PID 1: reaps every process and ends with the command.
-// Runs inside the sandbox's PID namespace with no capabilities.
+// The sandbox's PID 1: reaps every process, forwards signals to the command,
+// and ends with the command. Runs inside the sandbox's PID namespace, with no
+// capabilities.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 namespace cocoon::reaper {
 
-// Reaps children until `command` exits, then returns its exit code. When PID 1
-// returns and exits, the kernel kills every process left in the namespace.
-int run(pid_t command);
+// The signals PID 1 blocks before it forks the command (SIGCHLD and, with
+// --forward-signals, the forwarded ones). The command restores the old mask.
+sigset_t signals_to_block(bool forward);
+
+// Runs until `command` exits and returns its wait status. Every other child
+// (orphans reparented to PID 1) is reaped on the way. With `forward`, each
+// forwarded signal that reaches PID 1 is sent to the command's process group
+// (`command` leads its own group then). Expects signals_to_block(forward) to
+// be blocked already.
+int run(pid_t command, bool forward);
+
+// The signals --forward-signals carries: SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+// SIGUSR1, SIGUSR2, SIGWINCH.
+sigset_t forwarded_signals();
 
 } // namespace cocoon::reaper

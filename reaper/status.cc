@@ -5,13 +5,18 @@
 
 namespace cocoon::reaper {
 
-int exit_code(int wait_status)
+ExitStatus exit_status(int wait_status)
 {
     if (WIFEXITED(wait_status))
-        return WEXITSTATUS(wait_status);
+        return {WEXITSTATUS(wait_status), 0};
     if (WIFSIGNALED(wait_status))
-        return 128 + WTERMSIG(wait_status);
-    return 1;
+        return {128 + WTERMSIG(wait_status), WTERMSIG(wait_status)};
+    return {1, 0};
+}
+
+int exit_code(int wait_status)
+{
+    return exit_status(wait_status).code;
 }
 
 } // namespace cocoon::reaper

@@ -3,7 +3,14 @@
 
 namespace cocoon::reaper {
 
-// The command's exit code if it exited, 128+N if signal N killed it.
+struct ExitStatus {
+    int code;    // the command's exit code, or 128+N if signal N killed it
+    int signal;  // N, or 0 when the command exited by itself
+};
+
+ExitStatus exit_status(int wait_status);
+
+// exit_status(wait_status).code.
 int exit_code(int wait_status);
 
 } // namespace cocoon::reaper

@@ -56,6 +56,23 @@ unsigned long parse_id(const std::string& option, const std::string& text)
     return value;
 }
 
+int parse_fd(const std::string& option, const std::string& text)
+{
+    unsigned long fd = parse_id(option, text);
+    if (fd > 0x7fffffff)
+        throw UsageError("Invalid " + option + " argument: " + text);
+    return static_cast<int>(fd);
+}
+
+double parse_seconds(const std::string& option, const std::string& text)
+{
+    double value = 0;
+    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (err != std::errc() || end != text.data() + text.size() || !(value >= 0) || value > 1e9)
+        throw UsageError("Invalid " + option + " argument: " + text + " (seconds, e.g. 10 or 2.5)");
+    return value;
+}
+
 Handler bind(mount::BindKind kind, bool optional)
 {
     return [kind, optional](Options& o, const std::vector<std::string>& a) {
@@ -119,12 +136,30 @@ const std::vector<Spec>& specs()
         {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
          [](Options& o, const V& a) { o.mounts.push_back(mount::Symlink{a[0], a[1]}); }},
         {"new-session", "", "Create a new terminal session", flag(&Options::new_session)},
-        {"die-with-parent", "", "Kill the sandbox when cocoon's parent dies", flag(&Options::die_with_parent)},
+        {"die-with-parent", "", "Kill the sandbox when cocoon's parent (or cocoon) dies",
+         flag(&Options::die_with_parent)},
         {"as-pid-1", "", "Run the command as PID 1 (no reaper)", flag(&Options::as_pid_1)},
+        {"info-fd", "FD", "Write information about the sandbox to FD",
+         [](Options& o, const V& a) { o.info_fd = parse_fd("--info-fd", a[0]); }},
+        {"json-status-fd", "FD", "Write the sandbox's status to FD as JSON lines",
+         [](Options& o, const V& a) { o.json_status_fd = parse_fd("--json-status-fd", a[0]); }},
         {"cap-add", "CAP", "Add capability CAP (or ALL)",
          [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{true, a[0]}); }},
         {"cap-drop", "CAP", "Drop capability CAP (or ALL)",
          [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{false, a[0]}); }},
+    };
+    return table;
+}
+
+// cocoon's own options, listed apart by --help.
+const std::vector<Spec>& extension_specs()
+{
+    using V = std::vector<std::string>;
+    static const std::vector<Spec> table = {
+        {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
+         flag(&Options::forward_signals)},
+        {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
+         [](Options& o, const V& a) { o.kill_after = parse_seconds("--kill-after", a[0]); }},
     };
     return table;
 }
@@ -138,10 +173,11 @@ const Table& table()
 {
     static const Table built = [] {
         Table t;
-        for (const Spec& s : specs()) {
-            t.desc.add_options()(s.name, new Args(count_args(s.args)), s.help);
-            t.by_name[s.name] = &s;
-        }
+        for (const auto* list : {&specs(), &extension_specs()})
+            for (const Spec& s : *list) {
+                t.desc.add_options()(s.name, new Args(count_args(s.args)), s.help);
+                t.by_name[s.name] = &s;
+            }
         return t;
     }();
     return built;
@@ -197,13 +233,17 @@ Options parse_args(const std::vector<std::string>& args)
 
 std::string usage(const std::string& prog)
 {
-    std::string out = "usage: " + prog + " [OPTIONS...] [--] COMMAND [ARGS...]\n\n";
-    for (const Spec& s : specs()) {
-        std::string left = std::string("    --") + s.name + (*s.args ? " " : "") + s.args;
-        left.resize(std::max<size_t>(left.size() + 1, 34), ' ');
-        out += left + s.help + "\n";
-    }
-    return out;
+    auto list = [](const std::vector<Spec>& table) {
+        std::string out;
+        for (const Spec& s : table) {
+            std::string left = std::string("    --") + s.name + (*s.args ? " " : "") + s.args;
+            left.resize(std::max<size_t>(left.size() + 1, 34), ' ');
+            out += left + s.help + "\n";
+        }
+        return out;
+    };
+    return "usage: " + prog + " [OPTIONS...] [--] COMMAND [ARGS...]\n\n" + list(specs()) +
+           "\ncocoon's own options (not in bwrap):\n" + list(extension_specs());
 }
 
 } // namespace cocoon::tools

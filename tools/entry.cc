@@ -2,6 +2,7 @@
 // monitor, with the caller's privilege.
 #include "tools/entry.h"
 
+#include <fcntl.h>
 #include <sys/capability.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/sys_error.h"
 #include "ns/launch.h"
 #include "tools/options.h"
 #include "tools/plan.h"
@@ -63,6 +65,9 @@ int cocoon_main(int argc, char** argv)
             std::printf("cocoon %s\n", kVersion);
             return 0;
         }
+        for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"}})
+            if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
+                throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
         return ns::launch(make_launch_plan(options, read_host()));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());

@@ -34,6 +34,10 @@ struct Options {
     bool new_session = false;
     bool die_with_parent = false;
     bool as_pid_1 = false;
+    bool forward_signals = false;
+    std::optional<double> kill_after;
+    int info_fd = -1;
+    int json_status_fd = -1;
 
     std::vector<mount::Op> mounts;
     std::vector<ns::EnvOp> env;

@@ -37,6 +37,12 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw UsageError("Specifying --gid requires --unshare-user");
     if (o.as_pid_1 && !o.unshare_pid)
         throw UsageError("Specifying --as-pid-1 requires --unshare-pid");
+    // Without a PID namespace cocoon cannot find every process of the sandbox
+    // to signal or kill.
+    if (o.forward_signals && !o.unshare_pid)
+        throw UsageError("Specifying --forward-signals requires --unshare-pid");
+    if (o.kill_after && !o.unshare_pid)
+        throw UsageError("Specifying --kill-after requires --unshare-pid");
     if (o.hostname && !o.unshare_uts)
         throw UsageError("Specifying --hostname requires --unshare-uts");
 
@@ -65,6 +71,10 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.new_session = o.new_session;
     plan.die_with_parent = o.die_with_parent;
     plan.as_pid_1 = o.as_pid_1;
+    plan.forward_signals = o.forward_signals;
+    plan.kill_after = o.kill_after;
+    plan.info_fd = o.info_fd;
+    plan.json_status_fd = o.json_status_fd;
     plan.argv = o.command;
     return plan;
 }

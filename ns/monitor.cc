@@ -1,0 +1,197 @@
+// The monitor's event loop: setup messages, PID 1's exit (pidfd), signals
+// (signalfd), the --kill-after timer, the parent's death (--die-with-parent),
+// and the status reports (--info-fd, --json-status-fd). Runs in cocoon's own
+// process, outside the sandbox, with the caller's privilege.
+#include "ns/monitor.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "base/sys_error.h"
+#include "ns/channel.h"
+#include "reaper/reaper.h"
+#include "reaper/status.h"
+
+namespace cocoon::ns {
+namespace {
+
+bool is_stop_signal(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+}
+
+void send_signal(int pidfd, int sig)
+{
+    ::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0);
+}
+
+void write_all(int fd, const std::string& text)
+{
+    size_t done = 0;
+    while (done < text.size()) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;  // a closed report fd must not stop the sandbox
+        done += static_cast<size_t>(n);
+    }
+}
+
+// bwrap's report: the sandbox's first pid and the inodes of its new namespaces.
+std::string namespace_report(const LaunchPlan& plan, pid_t pid, bool pretty)
+{
+    static const struct {
+        unsigned long long flag;
+        const char* name;
+    } kNamespaces[] = {{CLONE_NEWCGROUP, "cgroup"}, {CLONE_NEWIPC, "ipc"}, {CLONE_NEWNS, "mnt"},
+                       {CLONE_NEWNET, "net"},       {CLONE_NEWPID, "pid"}, {CLONE_NEWUTS, "uts"}};
+    std::string out = pretty ? "{\n    \"child-pid\": " : "{ \"child-pid\": ";
+    out += std::to_string(pid);
+    for (auto& ns : kNamespaces) {
+        if (!(plan.clone_flags & ns.flag))
+            continue;
+        struct stat st;
+        std::string path = "/proc/" + std::to_string(pid) + "/ns/" + ns.name;
+        if (::stat(path.c_str(), &st) < 0)
+            continue;
+        out += pretty ? ",\n    \"" : ", \"";
+        out += std::string(ns.name) + "-namespace\": " + std::to_string(st.st_ino);
+    }
+    out += pretty ? "\n}\n" : " }\n";
+    return out;
+}
+
+UniqueFd make_timer()
+{
+    return UniqueFd(static_cast<int>(check(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "timerfd_create")));
+}
+
+void arm(int timer, double seconds)
+{
+    itimerspec spec{};
+    double whole = std::floor(seconds);
+    spec.it_value.tv_sec = static_cast<time_t>(whole);
+    spec.it_value.tv_nsec = static_cast<long>((seconds - whole) * 1e9);
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
+        spec.it_value.tv_nsec = 1;  // zero would disarm
+    check(::timerfd_settime(timer, 0, &spec, nullptr), "timerfd_settime");
+}
+
+} // namespace
+
+sigset_t monitor_signals(const LaunchPlan& plan)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    if (plan.forward_signals)
+        set = reaper::forwarded_signals();
+    if (plan.kill_after)
+        for (int sig : {SIGINT, SIGTERM, SIGHUP})
+            sigaddset(&set, sig);
+    return set;
+}
+
+int monitor(const LaunchPlan& plan, pid_t pid, UniqueFd pidfd, UniqueFd sock, UniqueFd parent)
+{
+    if (plan.info_fd >= 0)
+        write_all(plan.info_fd, namespace_report(plan, pid, true));
+    if (plan.json_status_fd >= 0)
+        write_all(plan.json_status_fd, namespace_report(plan, pid, false));
+
+    sigset_t handled = monitor_signals(plan);
+    UniqueFd sfd;
+    if (!sigisemptyset(&handled))
+        sfd.reset(static_cast<int>(check(::signalfd(-1, &handled, SFD_CLOEXEC), "signalfd")));
+    UniqueFd timer = plan.kill_after ? make_timer() : UniqueFd();
+    bool timer_armed = false;
+
+    std::optional<std::string> error;
+    std::optional<int> command_status;
+    auto take = [&](const Message& msg) {
+        if (auto* err = std::get_if<ErrorMsg>(&msg)) {
+            if (!error)
+                error = err->text;
+        } else {
+            command_status = std::get<StatusMsg>(msg).wait_status;
+        }
+    };
+
+    enum { kSock, kPid1, kSignals, kTimer, kParent, kCount };
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0},
+                          {timer.get(), POLLIN, 0}, {parent.get(), POLLIN, 0}};
+    for (;;) {
+        if (::poll(fds, kCount, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            throw SysError(errno, "poll");
+        }
+        if (fds[kSock].revents & POLLIN) {
+            if (auto msg = receive_message(sock.get(), false))
+                take(*msg);
+            else
+                fds[kSock].fd = -1;  // EOF: no setup process holds the channel now
+        } else if (fds[kSock].revents) {
+            fds[kSock].fd = -1;
+        }
+        if (fds[kSignals].revents & POLLIN) {
+            signalfd_siginfo info;
+            if (::read(sfd.get(), &info, sizeof info) == sizeof info) {
+                int sig = static_cast<int>(info.ssi_signo);
+                if (plan.forward_signals)
+                    send_signal(pidfd.get(), sig);
+                if (plan.kill_after && is_stop_signal(sig) && !timer_armed) {
+                    arm(timer.get(), *plan.kill_after);
+                    timer_armed = true;
+                }
+            }
+        }
+        if (fds[kTimer].revents & POLLIN) {
+            // --kill-after ran out: the kernel kills every process of the
+            // sandbox once its PID 1 dies.
+            send_signal(pidfd.get(), SIGKILL);
+            fds[kTimer].fd = -1;
+        }
+        if (fds[kParent].revents) {
+            // Security: --die-with-parent; nothing of the sandbox may outlive
+            // the process that started cocoon.
+            send_signal(pidfd.get(), SIGKILL);
+            fds[kParent].fd = -1;
+        }
+        if (fds[kPid1].revents)
+            break;
+    }
+
+    siginfo_t info{};
+    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED) < 0)
+        if (errno != EINTR)
+            throw SysError(errno, "waitid");
+    while (auto msg = receive_message(sock.get(), false))
+        take(*msg);
+    if (error)
+        throw std::runtime_error(*error);
+
+    int status = command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
+                                                                    : info.si_status & 0x7f);
+    reaper::ExitStatus exit = reaper::exit_status(status);
+    if (plan.json_status_fd >= 0) {
+        std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
+        if (exit.signal)
+            line += ", \"exit-signal\": " + std::to_string(exit.signal);
+        write_all(plan.json_status_fd, line + " }\n");
+    }
+    return exit.code;
+}
+
+} // namespace cocoon::ns

@@ -1,0 +1,23 @@
+// The monitor's side of a running sandbox: one poll loop until PID 1 is gone.
+// Runs in cocoon's own process, outside the sandbox, with the caller's privilege.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include "base/unique_fd.h"
+#include "ns/launch.h"
+
+namespace cocoon::ns {
+
+// Signals the monitor takes over (blocks, then reads from a signalfd) for this
+// plan: the forwarded set with --forward-signals, the stop signals with
+// --kill-after, none otherwise (bwrap's dispositions).
+sigset_t monitor_signals(const LaunchPlan& plan);
+
+// Serves the sandbox whose first process is `pid` until it exits; returns
+// cocoon's exit code. Throws with the sandbox's message when setup failed.
+// `parent` is a pidfd of cocoon's parent with --die-with-parent, else invalid.
+int monitor(const LaunchPlan& plan, pid_t pid, UniqueFd pidfd, UniqueFd sock, UniqueFd parent);
+
+} // namespace cocoon::ns
