@@ -4,12 +4,9 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
-#include <netlink/addr.h>
 #include <netlink/netlink.h>
-#include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <sys/ioctl.h>
-#include <linux/if_addr.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,8 +26,6 @@ template <class T, void (*Free)(T*)> struct Deleter {
 };
 using Sock = std::unique_ptr<nl_sock, Deleter<nl_sock, nl_socket_free>>;
 using Link = std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_put>>;
-using Addr = std::unique_ptr<rtnl_addr, Deleter<rtnl_addr, rtnl_addr_put>>;
-using NlAddr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
 
 // libnl returns negative NLE_* codes; map the ones that matter back to errno.
 [[noreturn]] void throw_nl(int err, const std::string& what)
@@ -44,25 +39,6 @@ using NlAddr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
     default: break;
     }
     throw SysError(e, what + " (" + nl_geterror(err) + ")");
-}
-
-void add_address(nl_sock* sock, int ifindex, const char* cidr, int family)
-{
-    nl_addr* raw = nullptr;
-    int err = nl_addr_parse(cidr, family, &raw);
-    NlAddr local(raw);
-    if (err < 0)
-        throw_nl(err, std::string("nl_addr_parse(") + cidr + ")");
-    Addr addr(rtnl_addr_alloc());
-    if (!addr)
-        throw SysError(ENOMEM, "rtnl_addr_alloc");
-    rtnl_addr_set_ifindex(addr.get(), ifindex);
-    rtnl_addr_set_local(addr.get(), local.get());
-    rtnl_addr_set_flags(addr.get(), IFA_F_NODAD);
-    err = rtnl_addr_add(sock, addr.get(), 0);
-    // The kernel may have added it already when lo came up.
-    if (err < 0 && err != -NLE_EXIST)
-        throw_nl(err, std::string("Can't add address ") + cidr + " to lo");
 }
 
 } // namespace
@@ -86,13 +62,9 @@ void loopback_up_netlink()
     err = rtnl_link_change(sock.get(), lo.get(), change.get(), 0);
     if (err < 0)
         throw_nl(err, "Can't bring lo up");
-    // Up first: the kernel then assigns both addresses at once, ready for use.
-    // Adding them afterwards only fills in what a kernel did not (EEXIST is
-    // the usual answer); an address added before "up" would be tentative for
-    // a moment, and a connect to ::1 right after could fail.
-    add_address(sock.get(), kLoopbackIndex, "127.0.0.1/8", AF_INET);
-    if (::access("/proc/sys/net/ipv6", F_OK) == 0)
-        add_address(sock.get(), kLoopbackIndex, "::1/128", AF_INET6);
+    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1/128 itself
+    // (inetdev and addrconf handle NETDEV_UP for the loopback device), at
+    // once and usable; adding them by hand would cost two more round trips.
 }
 
 void loopback_up_ioctl()

@@ -4,7 +4,8 @@
 
 namespace cocoon::net {
 
-// Brings lo up with 127.0.0.1/8 and ::1 over rtnetlink (libnl-route). Where
+// Brings lo up over rtnetlink (libnl-route); the kernel gives it 127.0.0.1/8
+// and ::1. Where
 // netlink is refused (EPERM on hosts whose LSM restricts user namespaces),
 // falls back to the SIOCSIFFLAGS ioctl. Throws SysError naming the cause if
 // lo is still not up.
