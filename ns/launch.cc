@@ -62,6 +62,30 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
     set_env(env, "PWD", cwd);
 }
 
+// Start-up speed: the setup chain (monitor -> PID 1 -> PID 2) runs one step at
+// a time, so it is kept on the CPU cocoon started on: each hand-off is then a
+// local context switch rather than the wake-up of an idle CPU, which is slow
+// on virtual machines. Every process gets the caller's affinity back before
+// it does real work.
+std::optional<cpu_set_t> pin_to_current_cpu()
+{
+    cpu_set_t caller, one;
+    int cpu = ::sched_getcpu();
+    if (cpu < 0 || ::sched_getaffinity(0, sizeof caller, &caller) < 0)
+        return std::nullopt;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) < 0)
+        return std::nullopt;
+    return caller;
+}
+
+void restore_affinity(const LaunchPlan& plan)
+{
+    if (plan.cpu_affinity)
+        ::sched_setaffinity(0, sizeof *plan.cpu_affinity, &*plan.cpu_affinity);
+}
+
 // Puts the command in its own process group (--forward-signals signals that
 // group), and hands it the terminal when cocoon had it.
 void own_process_group(const LaunchPlan& plan)
@@ -106,6 +130,7 @@ void own_process_group(const LaunchPlan& plan)
     envp.push_back(nullptr);
     environ = envp.data();  // execvp searches the command's PATH, not ours
     ::sigprocmask(SIG_SETMASK, &caller_mask, nullptr);
+    restore_affinity(plan);
     ::execvp(argv[0], argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
@@ -129,6 +154,7 @@ void die_with_monitor(int sock)
     check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
     apply_caps(0, false);
     set_no_new_privs();
+    restore_affinity(plan);
     int status = reaper::run(command, plan.forward_signals);
     send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
@@ -192,6 +218,7 @@ int launch(const LaunchPlan& in)
     plan.terminal_foreground = plan.forward_signals && ::isatty(STDIN_FILENO) &&
                                ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
     UniqueFd parent = plan.die_with_parent ? watch_parent() : UniqueFd();
+    plan.cpu_affinity = pin_to_current_cpu();
 
     int sv[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
@@ -216,6 +243,7 @@ int launch(const LaunchPlan& in)
     }
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
+    restore_affinity(plan);
 
     int code = monitor(plan, pid, std::move(pidfd), std::move(sock), std::move(parent));
     if (plan.terminal_foreground) {

@@ -2,6 +2,7 @@
 // launch() runs in the monitor (cocoon's own process, outside the sandbox).
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -33,6 +34,7 @@ struct LaunchPlan {
     int info_fd = -1;                     // --info-fd
     int json_status_fd = -1;              // --json-status-fd
     bool terminal_foreground = false;     // set by launch(): cocoon owned the terminal
+    std::optional<cpu_set_t> cpu_affinity;  // set by launch(): the caller's, to restore
     std::vector<std::string> argv;
 };
 
