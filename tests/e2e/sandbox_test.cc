@@ -176,6 +176,7 @@ TEST(ExitCode, CommandStatusWithPidNamespace)
 // must get the caller's CPU affinity back.
 TEST(Scheduling, CommandKeepsTheCallersCpuAffinity)
 {
+    using namespace cocoon::test;
     std::string mine = status_field(read_file("/proc/self/status"), "Cpus_allowed_list");
     ASSERT_FALSE(mine.empty());
     Result r = in_sandbox({"--unshare-pid", "--proc", "/proc"},
