@@ -4,20 +4,52 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "base/sys_error.h"
 
 namespace cocoon::ns {
 namespace {
 
 constexpr char kError = 'E';
 constexpr char kStatus = 'S';
+constexpr char kListeners = 'L';
+constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
+
+void send_fds(int sock, const std::vector<UniqueFd>& fds)
+{
+    for (size_t first = 0; first < fds.size(); first += kMaxFds) {
+        size_t n = std::min(kMaxFds, fds.size() - first);
+        char type = kListeners;
+        iovec iov{&type, 1};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+        cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        int* out = reinterpret_cast<int*>(CMSG_DATA(cmsg));
+        for (size_t i = 0; i < n; ++i)
+            out[i] = fds[first + i].get();
+        check(::sendmsg(sock, &msg, MSG_NOSIGNAL), "sendmsg(relay listeners)");
+    }
+}
 
 } // namespace
 
 void send_message(int sock, const Message& msg)
 {
     std::string data;
+    if (auto* listeners = std::get_if<ListenersMsg>(&msg)) {
+        send_fds(sock, listeners->fds);
+        return;
+    }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
         data = kError + err->text;
     } else {
@@ -32,11 +64,28 @@ std::optional<Message> receive_message(int sock, bool blocking)
 {
     char buf[4096];
     for (;;) {
-        ssize_t n = ::recv(sock, buf, sizeof buf, blocking ? 0 : MSG_DONTWAIT);
+        iovec iov{buf, sizeof buf};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (blocking ? 0 : MSG_DONTWAIT));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return std::nullopt;
+        std::vector<UniqueFd> fds;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                const int* in = reinterpret_cast<const int*>(CMSG_DATA(c));
+                for (size_t i = 0; i < count; ++i)
+                    fds.emplace_back(in[i]);
+            }
+        if (buf[0] == kListeners)
+            return ListenersMsg{std::move(fds)};
         if (buf[0] == kStatus && n == 1 + sizeof(int)) {
             int status;
             std::memcpy(&status, buf + 1, sizeof status);

@@ -5,6 +5,9 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
+
+#include "base/unique_fd.h"
 
 namespace cocoon::ns {
 
@@ -16,9 +19,14 @@ struct ErrorMsg {
 struct StatusMsg {
     int wait_status;
 };
-using Message = std::variant<ErrorMsg, StatusMsg>;
+// The relay listeners, made in the sandbox's network namespace (SCM_RIGHTS).
+struct ListenersMsg {
+    std::vector<UniqueFd> fds;
+};
+using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg>;
 
-// Best effort: a dead monitor is not the sender's problem.
+// Best effort for errors and status: a dead monitor is not the sender's
+// problem. Sending listeners throws SysError when it fails.
 void send_message(int sock, const Message& msg);
 
 // One message; nullopt at EOF (every sender is gone) or when nothing is

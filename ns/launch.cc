@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
 #include "mount/apply.h"
+#include "net/listener.h"
 #include "net/loopback.h"
 #include "ns/channel.h"
 #include "ns/env.h"
@@ -178,6 +180,10 @@ void die_with_monitor(int sock)
         // 4. Network namespace: lo up, as bwrap does; nothing else exists in it.
         if (plan.clone_flags & CLONE_NEWNET)
             net::loopback_up();
+        // 4b. Relay listeners on the sandbox's loopback, handed to the monitor:
+        // the sandbox sees only 127.0.0.1:PORT, never the host's socket.
+        for (const RelayEndpoint& relay : plan.relays)
+            send_message(sock, ListenersMsg{net::listen_loopback(relay.port)});
         // 5. Mount namespace: the new root, in command-line order, then pivot_root.
         mount::apply(plan.mounts);
         // 6. PID namespace: stay as PID 1 to reap, run the command as PID 2.
@@ -244,8 +250,30 @@ int launch(const LaunchPlan& in)
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
     restore_affinity(plan);
+    // The relay splices into sockets whose peer may be gone; SIGPIPE must not
+    // kill the monitor. Set only now, so the sandbox does not inherit it.
+    if (!plan.relays.empty()) {
+        ::signal(SIGPIPE, SIG_IGN);
+        // Each relayed connection holds about two fds in the monitor; use the
+        // whole hard limit (the sandbox was cloned with the caller's limits).
+        rlimit fds;
+        if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+            fds.rlim_cur = fds.rlim_max;
+            ::setrlimit(RLIMIT_NOFILE, &fds);
+        }
+    }
 
-    int code = monitor(plan, pid, std::move(pidfd), std::move(sock), std::move(parent));
+    int code;
+    try {
+        code = monitor(plan, pid, pidfd.get(), std::move(sock), std::move(parent));
+    } catch (...) {
+        // Security: never leave a sandbox running unsupervised. (After a setup
+        // error the sandbox is gone already; the signal then finds nothing.)
+        ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+        siginfo_t info;
+        ::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED);
+        throw;
+    }
     if (plan.terminal_foreground) {
         // Take the terminal back from the sandbox's (now gone) process group.
         sigset_t ttou;

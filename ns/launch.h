@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,13 @@
 #include "ns/caps.h"
 
 namespace cocoon::ns {
+
+// --relay PORT SOCKET: 127.0.0.1:PORT and [::1]:PORT inside, relayed to the
+// host's Unix socket SOCKET.
+struct RelayEndpoint {
+    uint16_t port = 0;
+    std::string socket;
+};
 
 // Everything the sandbox needs, decided before any process is made.
 struct LaunchPlan {
@@ -31,6 +39,7 @@ struct LaunchPlan {
     bool as_pid_1 = false;
     bool forward_signals = false;         // --forward-signals
     std::optional<double> kill_after;     // --kill-after SECONDS
+    std::vector<RelayEndpoint> relays;    // --relay, needs CLONE_NEWNET
     int info_fd = -1;                     // --info-fd
     int json_status_fd = -1;              // --json-status-fd
     bool terminal_foreground = false;     // set by launch(): cocoon owned the terminal

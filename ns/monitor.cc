@@ -20,6 +20,7 @@
 
 #include "base/sys_error.h"
 #include "ns/channel.h"
+#include "relay/relay.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
 
@@ -103,7 +104,7 @@ sigset_t monitor_signals(const LaunchPlan& plan)
     return set;
 }
 
-int monitor(const LaunchPlan& plan, pid_t pid, UniqueFd pidfd, UniqueFd sock, UniqueFd parent)
+int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent)
 {
     if (plan.info_fd >= 0)
         write_all(plan.info_fd, namespace_report(plan, pid, true));
@@ -117,20 +118,31 @@ int monitor(const LaunchPlan& plan, pid_t pid, UniqueFd pidfd, UniqueFd sock, Un
     UniqueFd timer = plan.kill_after ? make_timer() : UniqueFd();
     bool timer_armed = false;
 
+    std::optional<relay::Relay> relays;
+    if (!plan.relays.empty())
+        relays.emplace();
+    size_t listeners_received = 0;
+
     std::optional<std::string> error;
     std::optional<int> command_status;
-    auto take = [&](const Message& msg) {
+    auto take = [&](Message& msg) {
         if (auto* err = std::get_if<ErrorMsg>(&msg)) {
             if (!error)
                 error = err->text;
-        } else {
-            command_status = std::get<StatusMsg>(msg).wait_status;
+        } else if (auto* status = std::get_if<StatusMsg>(&msg)) {
+            command_status = status->wait_status;
+        } else if (relays && listeners_received < plan.relays.size()) {
+            // One message per --relay, in command-line order.
+            const std::string& socket = plan.relays[listeners_received++].socket;
+            for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
+                relays->add_listener(std::move(fd), socket);
         }
     };
 
-    enum { kSock, kPid1, kSignals, kTimer, kParent, kCount };
-    pollfd fds[kCount] = {{sock.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0},
-                          {timer.get(), POLLIN, 0}, {parent.get(), POLLIN, 0}};
+    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kCount };
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},   {pidfd, POLLIN, 0},  {sfd.get(), POLLIN, 0},
+                          {timer.get(), POLLIN, 0},  {parent.get(), POLLIN, 0},
+                          {relays ? relays->epoll_fd() : -1, POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -150,7 +162,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, UniqueFd pidfd, UniqueFd sock, Un
             if (::read(sfd.get(), &info, sizeof info) == sizeof info) {
                 int sig = static_cast<int>(info.ssi_signo);
                 if (plan.forward_signals)
-                    send_signal(pidfd.get(), sig);
+                    send_signal(pidfd, sig);
                 if (plan.kill_after && is_stop_signal(sig) && !timer_armed) {
                     arm(timer.get(), *plan.kill_after);
                     timer_armed = true;
@@ -160,25 +172,30 @@ int monitor(const LaunchPlan& plan, pid_t pid, UniqueFd pidfd, UniqueFd sock, Un
         if (fds[kTimer].revents & POLLIN) {
             // --kill-after ran out: the kernel kills every process of the
             // sandbox once its PID 1 dies.
-            send_signal(pidfd.get(), SIGKILL);
+            send_signal(pidfd, SIGKILL);
             fds[kTimer].fd = -1;
         }
         if (fds[kParent].revents) {
             // Security: --die-with-parent; nothing of the sandbox may outlive
             // the process that started cocoon.
-            send_signal(pidfd.get(), SIGKILL);
+            send_signal(pidfd, SIGKILL);
             fds[kParent].fd = -1;
         }
+        if (fds[kRelay].revents)
+            relays->run_once(0);
         if (fds[kPid1].revents)
             break;
     }
 
     siginfo_t info{};
-    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED) < 0)
+    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED) < 0)
         if (errno != EINTR)
             throw SysError(errno, "waitid");
     while (auto msg = receive_message(sock.get(), false))
         take(*msg);
+    // Every relayed connection ends with the sandbox.
+    if (relays)
+        relays->close_all();
     if (error)
         throw std::runtime_error(*error);
 

@@ -64,6 +64,26 @@ int parse_fd(const std::string& option, const std::string& text)
     return static_cast<int>(fd);
 }
 
+uint16_t parse_port(const std::string& option, const std::string& text)
+{
+    unsigned long port = parse_id(option, text);
+    if (port < 1 || port > 65535)
+        throw UsageError("Invalid " + option + " port: " + text + " (1-65535)");
+    return static_cast<uint16_t>(port);
+}
+
+// --proxy-env PORT: what HTTP clients (curl, Python, Node with
+// NODE_USE_ENV_PROXY) read to send everything through the relay.
+void add_proxy_env(Options& o, uint16_t port)
+{
+    const std::string url = "http://127.0.0.1:" + std::to_string(port);
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"})
+        o.env.push_back(ns::SetEnv{name, url});
+    for (const char* name : {"NO_PROXY", "no_proxy"})
+        o.env.push_back(ns::SetEnv{name, "127.0.0.1,localhost,::1"});
+    o.env.push_back(ns::SetEnv{"NODE_USE_ENV_PROXY", "1"});
+}
+
 double parse_seconds(const std::string& option, const std::string& text)
 {
     double value = 0;
@@ -158,6 +178,10 @@ const std::vector<Spec>& extension_specs()
     static const std::vector<Spec> table = {
         {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
          flag(&Options::forward_signals)},
+        {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
+         [](Options& o, const V& a) { o.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]}); }},
+        {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
+         [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
          [](Options& o, const V& a) { o.kill_after = parse_seconds("--kill-after", a[0]); }},
     };

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/capability.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,10 +66,18 @@ int cocoon_main(int argc, char** argv)
             std::printf("cocoon %s\n", kVersion);
             return 0;
         }
+        ns::LaunchPlan plan = make_launch_plan(options, read_host());
         for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"}})
             if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
                 throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
-        return ns::launch(make_launch_plan(options, read_host()));
+        for (const ns::RelayEndpoint& r : options.relays) {
+            struct stat st;
+            if (::stat(r.socket.c_str(), &st) < 0)
+                throw SysError(errno, "--relay " + std::to_string(r.port) + " " + r.socket);
+            if (!S_ISSOCK(st.st_mode))
+                throw UsageError("--relay " + std::to_string(r.port) + " " + r.socket + ": not a Unix socket");
+        }
+        return ns::launch(plan);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
         return 1;

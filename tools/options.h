@@ -11,6 +11,7 @@
 #include "mount/plan.h"
 #include "ns/caps.h"
 #include "ns/env.h"
+#include "ns/launch.h"
 
 namespace cocoon::tools {
 
@@ -36,6 +37,7 @@ struct Options {
     bool as_pid_1 = false;
     bool forward_signals = false;
     std::optional<double> kill_after;
+    std::vector<ns::RelayEndpoint> relays;
     int info_fd = -1;
     int json_status_fd = -1;
 

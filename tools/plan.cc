@@ -2,6 +2,7 @@
 #include "tools/plan.h"
 
 #include <sched.h>
+#include <sys/un.h>
 
 #include "base/sys_error.h"
 
@@ -43,6 +44,19 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw UsageError("Specifying --forward-signals requires --unshare-pid");
     if (o.kill_after && !o.unshare_pid)
         throw UsageError("Specifying --kill-after requires --unshare-pid");
+    if (!o.relays.empty() && !o.unshare_net)
+        throw UsageError("Specifying --relay requires --unshare-net");
+    for (size_t i = 0; i < o.relays.size(); ++i) {
+        const ns::RelayEndpoint& r = o.relays[i];
+        if (r.socket.empty() || r.socket[0] != '/')
+            throw UsageError("--relay " + std::to_string(r.port) + ": SOCKET must be an absolute path: " + r.socket);
+        if (r.socket.size() >= sizeof(sockaddr_un::sun_path))
+            throw UsageError("--relay " + std::to_string(r.port) + ": SOCKET path is longer than a Unix socket address allows (" +
+                             std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes): " + r.socket);
+        for (size_t j = 0; j < i; ++j)
+            if (o.relays[j].port == r.port)
+                throw UsageError("--relay: port " + std::to_string(r.port) + " given twice");
+    }
     if (o.hostname && !o.unshare_uts)
         throw UsageError("Specifying --hostname requires --unshare-uts");
 
@@ -73,6 +87,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.as_pid_1 = o.as_pid_1;
     plan.forward_signals = o.forward_signals;
     plan.kill_after = o.kill_after;
+    plan.relays = o.relays;
     plan.info_fd = o.info_fd;
     plan.json_status_fd = o.json_status_fd;
     plan.argv = o.command;

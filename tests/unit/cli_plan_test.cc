@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <algorithm>
+
 #include "base/sys_error.h"
 #include "tools/entry.h"
 #include "tools/options.h"
@@ -193,4 +195,55 @@ TEST(CocoonMain, HelpListsEveryOption)
     std::string help = testing::internal::GetCapturedStdout();
     for (const char* opt : {"--bind SRC DEST", "--ro-bind-try SRC DEST", "--unshare-all", "--cap-drop CAP", "--proc DEST"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
+}
+
+TEST(ParseArgs, RelayAndProxyEnv)
+{
+    Options o = parse_args({"--unshare-net", "--relay", "3128", "/run/proxy.sock", "--proxy-env", "3128", "true"});
+    ASSERT_EQ(o.relays.size(), 1u);
+    EXPECT_EQ(o.relays[0].port, 3128);
+    EXPECT_EQ(o.relays[0].socket, "/run/proxy.sock");
+    ns::LaunchPlan p = tools::make_launch_plan(o, user_host());
+    for (const char* entry : {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
+                              "http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+                              "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1,localhost,::1",
+                              "no_proxy=127.0.0.1,localhost,::1", "NODE_USE_ENV_PROXY=1"})
+        EXPECT_NE(std::find(p.env.begin(), p.env.end(), entry), p.env.end()) << entry;
+    // Order with other environment edits holds: a later --unsetenv wins.
+    EXPECT_EQ(std::count(p.env.begin(), p.env.end(), "NODE_USE_ENV_PROXY=1"), 1);
+    ns::LaunchPlan q =
+        tools::make_launch_plan(parse_args({"--proxy-env", "8080", "--unsetenv", "ALL_PROXY", "true"}), user_host());
+    for (const std::string& e : q.env)
+        EXPECT_NE(e.rfind("ALL_PROXY=", 0), 0u) << e;
+}
+
+TEST(ParseArgs, RelayErrors)
+{
+    EXPECT_THROW(parse_args({"--relay", "0", "/s", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--relay", "65536", "/s", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--proxy-env", "http", "true"}), UsageError);
+    auto plan = [](std::vector<std::string> args) { return tools::make_launch_plan(parse_args(args), user_host()); };
+    EXPECT_THROW(plan({"--relay", "80", "/s", "true"}), UsageError);  // no --unshare-net
+    EXPECT_THROW(plan({"--unshare-net", "--relay", "80", "s.sock", "true"}), UsageError);
+    EXPECT_THROW(plan({"--unshare-net", "--relay", "80", "/a", "--relay", "80", "/b", "true"}), UsageError);
+    EXPECT_NO_THROW(plan({"--unshare-all", "--relay", "80", "/a", "--relay", "81", "/a", "true"}));
+    EXPECT_THROW(plan({"--unshare-all", "--share-net", "--relay", "80", "/a", "true"}), UsageError);
+}
+
+TEST(ParseArgs, StopOptions)
+{
+    Options o = parse_args({"--unshare-pid", "--forward-signals", "--kill-after", "2.5", "true"});
+    EXPECT_TRUE(o.forward_signals);
+    EXPECT_EQ(o.kill_after, 2.5);
+    ns::LaunchPlan p = tools::make_launch_plan(o, user_host());
+    EXPECT_TRUE(p.forward_signals);
+    EXPECT_EQ(p.kill_after, 2.5);
+    EXPECT_THROW(parse_args({"--kill-after", "-1", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--kill-after", "soon", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--kill-after", "nan", "true"}), UsageError);
+    auto plan = [](std::vector<std::string> args) { return tools::make_launch_plan(parse_args(args), user_host()); };
+    EXPECT_THROW(plan({"--forward-signals", "true"}), UsageError);
+    EXPECT_THROW(plan({"--kill-after", "1", "true"}), UsageError);
+    EXPECT_EQ(parse_args({"--json-status-fd", "3", "--info-fd", "4", "true"}).json_status_fd, 3);
+    EXPECT_THROW(parse_args({"--info-fd", "x", "true"}), UsageError);
 }

@@ -1,0 +1,71 @@
+// One relayed connection: a TCP socket accepted in the sandbox's network namespace, its Unix
+// socket to the host proxy, and the copy pumps between them. Runs in the monitor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/unique_fd.h"
+#include "relay/buffer_pool.h"
+
+namespace cocoon::relay {
+
+enum class Side : uint8_t { Tcp = 0, Unix = 1 };
+
+// What the relay does with a connection after handling an event.
+enum class Outcome {
+    Open,   // waiting for the next readiness edge
+    Busy,   // a pump used its budget with work left: ask epoll to report the fds again
+    Done,   // both directions delivered their EOF: close both sockets
+    Reset,  // a reset or an error on either side: abort both
+};
+
+// Memory bound: the object (about 100 bytes) plus, per direction, at most one buffer of
+// RelayOptions::buffer_size (64 KiB by default), held only while bytes are in it. Idle
+// connections hold two socket fds and no buffer. A direction reads its source only while its
+// buffer has room, so a slow reader leaves the bytes in the writer's socket buffers, which the
+// kernel bounds (tcp_rmem/wmem, unix wmem) and TCP flow control pushes back.
+class Connection {
+public:
+    Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener);
+
+    int fd(Side side) const { return m_end[index(side)].fd.get(); }
+    uint32_t listener() const { return m_listener; }
+
+    // Records what an epoll event says about one side, then moves bytes both ways.
+    Outcome on_event(Side side, uint32_t events, BufferPool& buffers);
+
+    // Makes the coming close abortive: the TCP client gets an RST instead of a FIN. The Unix
+    // peer sees its socket closed (EOF, or ECONNRESET if the relay left its bytes unread).
+    void abort();
+
+private:
+    struct Endpoint {
+        UniqueFd fd;
+        // Edge-triggered readiness: set by an event, cleared when a call shows the socket has
+        // nothing more to give (EAGAIN, a short read) or no more room (EAGAIN, a short write).
+        bool readable = false;
+        bool writable = false;
+        // The peer shut down or the socket failed: reads go on until they return 0 or the error.
+        bool hung_up = false;
+    };
+    // Bytes from one socket to the other: buffer[head, head + size) waits for the destination.
+    // `eof`: the source sent its FIN; `shut`: the EOF was passed on with shutdown(SHUT_WR).
+    struct Direction {
+        Buffer buffer;
+        size_t head = 0;
+        size_t size = 0;
+        bool eof = false;
+        bool shut = false;
+    };
+    enum class Status { Idle, Busy, Reset };
+
+    static constexpr size_t index(Side side) { return static_cast<size_t>(side); }
+    Status pump(Direction& dir, Endpoint& src, Endpoint& dst, BufferPool& buffers);
+
+    Endpoint m_end[2];
+    Direction m_dir[2];  // indexed by the source side: m_dir[Tcp] carries tcp -> unix
+    uint32_t m_listener;
+};
+
+} // namespace cocoon::relay

@@ -1,0 +1,461 @@
+// The relay's event loop: listeners, accepting, connecting to the host socket, dispatching epoll
+// events to connections, rate-limited error reports. Runs in the monitor (outside the sandbox).
+//
+// Connection sockets are edge-triggered (EPOLLET, registered once with IN|OUT|RDHUP): each
+// Connection keeps its own readable/writable flags and stops reading a source whose buffer is full
+// without an epoll_ctl call, and a stream's steady state costs no epoll_ctl at all; level
+// triggering would need an EPOLL_CTL_MOD at every backpressure turn to avoid spinning. A pump
+// that spends its budget re-arms its fds with EPOLL_CTL_MOD, which makes epoll report them again,
+// so epoll_fd() stays readable while work is left. Listeners and the timer are level-triggered:
+// accepting stops after a batch and the rest is reported again.
+#include "relay/relay.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "base/sys_error.h"
+#include "relay/connection.h"
+#include "relay/buffer_pool.h"
+
+namespace cocoon::relay {
+
+struct Listener {
+    UniqueFd fd;
+    sockaddr_un target{};
+    socklen_t target_len = 0;
+    std::string name;  // "127.0.0.1:8080 -> /run/proxy.sock", for messages
+    bool watched = true;
+    std::chrono::steady_clock::time_point paused_until{};
+    // Rate limit of this listener's messages.
+    bool reported = false;
+    std::chrono::steady_clock::time_point last_report{};
+    size_t suppressed = 0;
+    std::string last_suppressed;
+};
+
+namespace {
+
+constexpr int kMaxEvents = 256;
+// Connections accepted per listener event; the level-triggered listener reports the rest.
+constexpr int kAcceptBatch = 64;
+constexpr const char* kPrefix = "cocoon: relay: ";
+
+// epoll_event.data.u64: kind (2 bits) | side (1 bit) | generation (29 bits) | slot index (32 bits).
+// The generation makes an event for a connection closed earlier in the same batch (or whose fd
+// a forked child still holds) miss instead of reaching a reused slot.
+constexpr int kKindShift = 62;
+constexpr uint64_t kTimerKind = 0;
+constexpr uint64_t kListenerKind = 1;
+constexpr uint64_t kConnectionKind = 2;
+constexpr int kSideShift = 61;
+constexpr uint32_t kGenerationMask = (1u << 29) - 1;
+constexpr uint32_t kConnectionEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+
+uint64_t listener_token(uint32_t index) { return kListenerKind << kKindShift | index; }
+
+uint64_t connection_token(uint32_t index, uint32_t generation, Side side)
+{
+    return kConnectionKind << kKindShift | uint64_t{static_cast<uint8_t>(side)} << kSideShift |
+           uint64_t{generation & kGenerationMask} << 32 | index;
+}
+
+std::string error_text(const char* call, int err) { return std::string(call) + ": " + std::strerror(err); }
+
+// accept4 errors that belong to the one connection being accepted (see accept(2)).
+bool connection_error(int err)
+{
+    switch (err) {
+    case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN: case ENOPROTOOPT: case EHOSTDOWN:
+    case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH: case EINTR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// A refused connection is closed with an RST at once: the client fails now, not at a timeout.
+void reset_tcp(UniqueFd& tcp)
+{
+    linger hard{1, 0};
+    ::setsockopt(tcp.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    tcp.reset();
+}
+
+int socket_option(int fd, int option)
+{
+    int value = 0;
+    socklen_t len = sizeof value;
+    check(::getsockopt(fd, SOL_SOCKET, option, &value, &len), "getsockopt(relay listener)");
+    return value;
+}
+
+std::string local_address(int fd)
+{
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0)
+        return "?";
+    if (addr.ss_family == AF_INET6) {
+        auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+        ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+        return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6->sin6_port));
+    }
+    auto* in4 = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in4->sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(in4->sin_port));
+}
+
+} // namespace
+
+Relay::Relay(RelayOptions options)
+    : m_options(std::move(options))
+    , m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")))
+    , m_timer(static_cast<int>(
+          check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")))
+    , m_buffers(std::make_unique<BufferPool>(m_options.buffer_size,
+          std::max<size_t>(1, kMaxSpareBytes / std::max<size_t>(1, m_options.buffer_size))))
+{
+    if (m_options.buffer_size == 0 || m_options.max_connections == 0)
+        throw UsageError("relay: buffer_size and max_connections must be positive");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTimerKind << kKindShift;
+    check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, m_timer.get(), &ev), "epoll_ctl(ADD, relay timer)");
+}
+
+Relay::~Relay() { close_all(); }
+
+size_t Relay::spare_buffer_count() const { return m_buffers->spare(); }
+
+void Relay::add_listener(UniqueFd listener, std::string unix_path)
+{
+    // Security: the listener was made inside the sandbox and crossed over SCM_RIGHTS; serve it
+    // only if it is what the relay expects, a listening TCP socket.
+    const int fd = listener.get();
+    const int domain = socket_option(fd, SO_DOMAIN);
+    if ((domain != AF_INET && domain != AF_INET6) || socket_option(fd, SO_TYPE) != SOCK_STREAM ||
+        socket_option(fd, SO_PROTOCOL) != IPPROTO_TCP || socket_option(fd, SO_ACCEPTCONN) != 1)
+        throw UsageError("relay: fd " + std::to_string(fd) + " is not a listening TCP socket");
+    auto entry = std::make_unique<Listener>();
+    if (unix_path.empty() || unix_path.size() >= sizeof entry->target.sun_path)
+        throw UsageError("relay: socket path must have 1 to " +
+                         std::to_string(sizeof entry->target.sun_path - 1) + " bytes: " + unix_path);
+    // accept4 must never block the monitor, and the fd must not reach anything cocoon executes.
+    int flags = static_cast<int>(check(::fcntl(fd, F_GETFL), "fcntl(relay listener, F_GETFL)"));
+    check(::fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(relay listener, F_SETFL)");
+    check(::fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(relay listener, F_SETFD)");
+
+    entry->target.sun_family = AF_UNIX;
+    std::memcpy(entry->target.sun_path, unix_path.data(), unix_path.size());
+    entry->target_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + unix_path.size() + 1);
+    entry->name = local_address(fd) + " -> " + unix_path;
+    entry->fd = std::move(listener);
+
+    const auto index = static_cast<uint32_t>(m_listeners.size());
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = listener_token(index);
+    check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev), "epoll_ctl(ADD, relay listener)");
+    m_listeners.push_back(std::move(entry));
+    if (!m_spare_unix)
+        m_spare_unix.reset(static_cast<int>(check(
+            ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), "socket(AF_UNIX)")));
+    sync_listeners(Clock::now());
+}
+
+void Relay::run_once(int timeout_ms)
+{
+    epoll_event events[kMaxEvents];
+    int n = ::epoll_wait(m_epoll.get(), events, kMaxEvents, timeout_ms);
+    if (n < 0) {
+        if (errno == EINTR)
+            return;
+        throw SysError(errno, "epoll_wait(relay)");
+    }
+    for (int i = 0; i < n; ++i) {
+        const uint64_t token = events[i].data.u64;
+        switch (token >> kKindShift) {
+        case kTimerKind: on_timer(); break;
+        case kListenerKind: on_listener(static_cast<uint32_t>(token)); break;
+        case kConnectionKind: on_connection(token, events[i].events); break;
+        default: break;
+        }
+    }
+}
+
+void Relay::on_listener(uint32_t index)
+{
+    if (index >= m_listeners.size())
+        return;
+    Listener& listener = *m_listeners[index];
+    for (int i = 0; i < kAcceptBatch; ++i) {
+        if (connection_count() >= m_options.max_connections)
+            return;  // sync_listeners already stopped watching
+        // The Unix socket is made before accept4, so a relay out of fds leaves the client waiting
+        // in the backlog rather than accepting it only to drop it. The spare is kept for the next
+        // client when accept4 finds none.
+        if (!m_spare_unix && !make_spare_unix(listener))
+            return;
+        int fd = ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            const int err = errno;
+            if (err == EAGAIN || err == EWOULDBLOCK)
+                return;
+            if (connection_error(err))
+                continue;
+            // Out of fds or memory (or something unexpected): the connection stays in the backlog
+            // and the listener is not watched for a while, so the loop does not spin on it.
+            report(listener, error_text("accept4", err) + "; pausing " +
+                                 std::to_string(m_options.accept_pause.count()) + " ms");
+            pause(listener, Clock::now());
+            return;
+        }
+        open_connection(index, UniqueFd(fd), std::exchange(m_spare_unix, UniqueFd()));
+    }
+}
+
+bool Relay::make_spare_unix(Listener& listener)
+{
+    m_spare_unix.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (m_spare_unix)
+        return true;
+    const int err = errno;
+    report(listener, error_text("socket(AF_UNIX)", err) + "; pausing " +
+                         std::to_string(m_options.accept_pause.count()) + " ms");
+    pause(listener, Clock::now());
+    return false;
+}
+
+void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket)
+{
+    Listener& listener = *m_listeners[listener_index];
+    // Security: the target is the host path given on cocoon's command line, connected in the
+    // monitor's mount namespace: the sandbox neither names it nor sees it.
+    // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
+    // EAGAIN, never EINPROGRESS. Any failure closes this client only; the next one tries again.
+    if (::connect(unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target),
+                  listener.target_len) < 0) {
+        const int err = errno;
+        reset_tcp(tcp);
+        report(listener, error_text("connect", err));
+        return;
+    }
+    // The relay forwards what arrived at once; Nagle would only delay the writer's own batching.
+    int one = 1;
+    ::setsockopt(tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+    uint32_t index;
+    if (!m_free_slots.empty()) {
+        index = m_free_slots.back();
+        m_free_slots.pop_back();
+    } else {
+        index = static_cast<uint32_t>(m_slots.size());
+        m_slots.emplace_back();
+    }
+    Slot& slot = m_slots[index];
+    slot.connection = std::make_unique<Connection>(std::move(tcp), std::move(unix_socket), listener_index);
+    m_connection_count.fetch_add(1, std::memory_order_relaxed);
+    for (Side side : {Side::Tcp, Side::Unix}) {
+        epoll_event ev{};
+        ev.events = kConnectionEvents;
+        ev.data.u64 = connection_token(index, slot.generation, side);
+        if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, slot.connection->fd(side), &ev) < 0) {
+            report(listener, error_text("epoll_ctl(ADD)", errno));
+            close_connection(index, true);
+            return;
+        }
+    }
+    if (connection_count() >= m_options.max_connections)
+        sync_listeners(Clock::now());
+}
+
+void Relay::on_connection(uint64_t token, uint32_t events)
+{
+    const auto index = static_cast<uint32_t>(token);
+    const auto generation = static_cast<uint32_t>(token >> 32) & kGenerationMask;
+    const auto side = static_cast<Side>((token >> kSideShift) & 1);
+    if (index >= m_slots.size())
+        return;
+    Slot& slot = m_slots[index];
+    if (!slot.connection || (slot.generation & kGenerationMask) != generation)
+        return;  // stale: that connection is closed
+    Connection& connection = *slot.connection;
+    switch (connection.on_event(side, events, *m_buffers)) {
+    case Outcome::Open:
+        return;
+    case Outcome::Busy:
+        // EPOLL_CTL_MOD polls the fd again and queues it if it is still ready: the work left is
+        // picked up by the next run_once, after the other ready fds had their turn.
+        for (Side each : {Side::Tcp, Side::Unix}) {
+            epoll_event ev{};
+            ev.events = kConnectionEvents;
+            ev.data.u64 = connection_token(index, slot.generation, each);
+            if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, connection.fd(each), &ev) < 0) {
+                close_connection(index, true);
+                return;
+            }
+        }
+        return;
+    case Outcome::Done:
+        close_connection(index, false);
+        return;
+    case Outcome::Reset:
+        close_connection(index, true);
+        return;
+    }
+}
+
+void Relay::close_connection(uint32_t index, bool reset)
+{
+    Slot& slot = m_slots[index];
+    if (reset)
+        slot.connection->abort();
+    // Closing the fds takes them out of the epoll set (no EPOLL_CTL_DEL needed); a late event
+    // misses on the generation.
+    slot.connection.reset();
+    ++slot.generation;
+    m_free_slots.push_back(index);
+    if (m_connection_count.fetch_sub(1, std::memory_order_relaxed) >= m_options.max_connections)
+        sync_listeners(Clock::now());
+}
+
+void Relay::pause(Listener& listener, Clock::time_point now)
+{
+    listener.paused_until = now + m_options.accept_pause;
+    sync_listeners(now);
+    arm_timer(listener.paused_until);
+}
+
+// Watches each listener unless it is paused or the relay is at max_connections.
+void Relay::sync_listeners(Clock::time_point now)
+{
+    const bool full = connection_count() >= m_options.max_connections;
+    for (uint32_t i = 0; i < m_listeners.size(); ++i) {
+        Listener& listener = *m_listeners[i];
+        const bool want = !full && now >= listener.paused_until;
+        if (want == listener.watched)
+            continue;
+        epoll_event ev{};
+        ev.events = want ? uint32_t{EPOLLIN} : 0u;
+        ev.data.u64 = listener_token(i);
+        check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, listener.fd.get(), &ev),
+            "epoll_ctl(MOD, relay listener)");
+        listener.watched = want;
+    }
+}
+
+void Relay::on_timer()
+{
+    uint64_t expirations = 0;
+    if (::read(m_timer.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        throw SysError(errno, "read(relay timerfd)");
+    m_timer_armed = false;
+    const Clock::time_point now = Clock::now();
+    sync_listeners(now);
+    for (auto& each : m_listeners) {
+        Listener& listener = *each;
+        if (listener.paused_until > now)
+            arm_timer(listener.paused_until);
+        if (listener.suppressed == 0)
+            continue;
+        const Clock::time_point due = listener.last_report + m_options.log_interval;
+        if (now < due) {
+            arm_timer(due);
+            continue;
+        }
+        flush(listener, now);
+    }
+}
+
+void Relay::report(Listener& listener, const std::string& message)
+{
+    const Clock::time_point now = Clock::now();
+    if (listener.reported && now - listener.last_report < m_options.log_interval) {
+        ++listener.suppressed;
+        listener.last_suppressed = message;
+        arm_timer(listener.last_report + m_options.log_interval);
+        return;
+    }
+    std::string line = kPrefix + listener.name + ": " + message;
+    if (listener.suppressed > 0)
+        line += " (" + std::to_string(listener.suppressed) + " earlier failures suppressed)";
+    emit(line);
+    listener.reported = true;
+    listener.last_report = now;
+    listener.suppressed = 0;
+}
+
+// Reports how many messages were held back, with the last of them.
+void Relay::flush(Listener& listener, Clock::time_point now)
+{
+    const size_t n = listener.suppressed;
+    emit(kPrefix + listener.name + ": " + std::to_string(n) + (n == 1 ? " more failure" : " more failures") +
+         ", the last: " + listener.last_suppressed);
+    listener.last_report = now;
+    listener.suppressed = 0;
+}
+
+// Arms the timer for `deadline` unless it already fires earlier; on_timer re-arms the rest.
+void Relay::arm_timer(Clock::time_point deadline)
+{
+    if (m_timer_armed && m_timer_deadline <= deadline)
+        return;
+    // steady_clock is CLOCK_MONOTONIC, the timerfd's clock.
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+    itimerspec spec{};
+    spec.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+    spec.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
+        spec.it_value.tv_nsec = 1;  // zero would disarm
+    check(::timerfd_settime(m_timer.get(), TFD_TIMER_ABSTIME, &spec, nullptr), "timerfd_settime(relay)");
+    m_timer_armed = true;
+    m_timer_deadline = deadline;
+}
+
+void Relay::emit(const std::string& line)
+{
+    if (m_options.log) {
+        m_options.log(line);
+        return;
+    }
+    const std::string text = line + "\n";
+    // One write: lines from other threads or processes do not interleave within it.
+    if (::write(STDERR_FILENO, text.data(), text.size()) < 0)
+        return;
+}
+
+void Relay::close_all()
+{
+    for (auto& listener : m_listeners)
+        if (listener->suppressed > 0)
+            flush(*listener, Clock::now());
+    m_listeners.clear();
+    for (uint32_t i = 0; i < m_slots.size(); ++i) {
+        if (m_slots[i].connection) {
+            m_slots[i].connection.reset();
+            ++m_slots[i].generation;
+            m_free_slots.push_back(i);
+        }
+    }
+    m_connection_count.store(0, std::memory_order_relaxed);
+    m_buffers->clear();
+    m_spare_unix.reset();
+    itimerspec off{};
+    ::timerfd_settime(m_timer.get(), 0, &off, nullptr);
+    m_timer_armed = false;
+}
+
+} // namespace cocoon::relay

@@ -1,0 +1,104 @@
+// The relay engine: TCP listeners from the sandbox's network namespace, each accepted connection
+// relayed byte for byte to a new connection to a host Unix socket. Runs in the monitor (outside).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+
+namespace cocoon::relay {
+
+class Connection;
+class BufferPool;
+struct Listener;
+
+struct RelayOptions {
+    // Each direction of a connection borrows one buffer of this size while it has bytes in
+    // flight: what the relay holds per direction, and the most one recv or send moves.
+    size_t buffer_size = 64 * 1024;
+    // Security: the sandbox decides how many connections it opens; past this many the listeners
+    // stop accepting (new clients wait in the listen backlog) until one closes, which bounds the
+    // monitor's fds and memory.
+    size_t max_connections = 4096;
+    // After accept4 or socket fail with EMFILE/ENFILE/ENOMEM, the listener is not watched for
+    // this long, so a process out of fds does not spin on a readable listener.
+    std::chrono::milliseconds accept_pause{100};
+    // At most one message per listener per interval; the others are counted and the count is
+    // reported with the next message.
+    std::chrono::milliseconds log_interval{1000};
+    // Receives whole lines, "cocoon: relay: ..." without a newline. Empty: written to stderr.
+    std::function<void(const std::string&)> log;
+};
+
+// Not thread-safe: one thread calls everything but connection_count(). Raises no signal (every
+// send has MSG_NOSIGNAL) and leaves dispositions alone.
+class Relay {
+public:
+    explicit Relay(RelayOptions options = {});
+    ~Relay();
+    Relay(const Relay&) = delete;
+    Relay& operator=(const Relay&) = delete;
+
+    // Takes a listening TCP socket (bound and listening, AF_INET or AF_INET6); each accepted
+    // connection is relayed to a new connection to the Unix stream socket at unix_path. Throws
+    // UsageError when the fd is not a listening TCP socket or the path does not fit sun_path.
+    void add_listener(UniqueFd listener, std::string unix_path);
+
+    // Readable (POLLIN) when run_once() has work. The caller polls it with its other fds.
+    int epoll_fd() const { return m_epoll.get(); }
+
+    // Handles the ready events, waiting at most timeout_ms for the first (0: never blocks,
+    // -1: waits until something happens). Errors of one connection close that connection only.
+    void run_once(int timeout_ms);
+
+    // Closes every listener and every connection, frees the spare buffers. The destructor calls it.
+    void close_all();
+
+    // Open relayed connections. Safe to read from any thread.
+    size_t connection_count() const { return m_connection_count.load(std::memory_order_relaxed); }
+    // Empty buffers kept for reuse, at most kMaxSpareBytes of them.
+    size_t spare_buffer_count() const;
+
+    static constexpr size_t kMaxSpareBytes = 4 * 1024 * 1024;
+
+private:
+    struct Slot {
+        std::unique_ptr<Connection> connection;
+        uint32_t generation = 0;
+    };
+    using Clock = std::chrono::steady_clock;
+
+    void on_listener(uint32_t index);
+    bool make_spare_unix(Listener& listener);
+    void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
+    void on_connection(uint64_t token, uint32_t events);
+    void close_connection(uint32_t index, bool reset);
+    void on_timer();
+    void pause(Listener& listener, Clock::time_point now);
+    void sync_listeners(Clock::time_point now);
+    void report(Listener& listener, const std::string& message);
+    void flush(Listener& listener, Clock::time_point now);
+    void arm_timer(Clock::time_point deadline);
+    void emit(const std::string& line);
+
+    RelayOptions m_options;
+    UniqueFd m_epoll;
+    UniqueFd m_timer;
+    bool m_timer_armed = false;
+    Clock::time_point m_timer_deadline{};
+    std::vector<std::unique_ptr<Listener>> m_listeners;
+    std::vector<Slot> m_slots;
+    std::vector<uint32_t> m_free_slots;
+    std::unique_ptr<BufferPool> m_buffers;
+    UniqueFd m_spare_unix;  // the next connection's socket to the host, made before accept4
+    std::atomic<size_t> m_connection_count{0};
+};
+
+} // namespace cocoon::relay

@@ -1,0 +1,822 @@
+// Host-side doubles for the relay e2e tests (scripted Unix server, CONNECT proxy, HTTP server, cocoon
+// in the background), run by the test process; the byte and socket helpers also serve the client.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/unique_fd.h"
+#include "tests/e2e/e2e.h"
+
+namespace cocoon::test::relay_e2e {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kMiB = 1024 * 1024;
+
+inline long long ms_since(Clock::time_point start)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// ---- Bytes ------------------------------------------------------------------------------------
+
+// xorshift64: the deterministic pseudo-random bytes of the large transfers.
+class Pattern {
+public:
+    explicit Pattern(uint64_t seed)
+        : m_state(seed ? seed : 1)
+    {
+    }
+
+    // Fills `size` bytes (rounded up to whole 8-byte words: buf must have room for them).
+    void fill(char* buf, size_t size)
+    {
+        for (size_t i = 0; i < size; i += 8) {
+            m_state ^= m_state << 13;
+            m_state ^= m_state >> 7;
+            m_state ^= m_state << 17;
+            std::memcpy(buf + i, &m_state, 8);
+        }
+    }
+
+private:
+    uint64_t m_state;
+};
+
+// FNV-1a over little-endian 64-bit words of a byte stream, however it is cut into chunks, then over
+// the length: order, loss and duplication all change it.
+class StreamHash {
+public:
+    void update(const char* data, size_t size)
+    {
+        m_bytes += size;
+        while (size > 0) {
+            if (m_carry_len == 0 && size >= 8) {
+                const size_t words = size / 8;
+                for (size_t i = 0; i < words; ++i) {
+                    uint64_t word;
+                    std::memcpy(&word, data + i * 8, 8);
+                    m_hash = mix(m_hash, word);
+                }
+                data += words * 8;
+                size -= words * 8;
+                continue;
+            }
+            m_carry |= uint64_t{static_cast<uint8_t>(*data)} << (8 * m_carry_len);
+            ++data;
+            --size;
+            if (++m_carry_len == 8) {
+                m_hash = mix(m_hash, m_carry);
+                m_carry = 0;
+                m_carry_len = 0;
+            }
+        }
+    }
+    void update(const std::string& data) { update(data.data(), data.size()); }
+
+    uint64_t bytes() const { return m_bytes; }
+    uint64_t value() const { return mix(m_carry_len ? mix(m_hash, m_carry) : m_hash, m_bytes); }
+    // "bytes=N hash=HEX", the form both ends print.
+    std::string text() const
+    {
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value()));
+        return "bytes=" + std::to_string(m_bytes) + " hash=" + hex;
+    }
+
+private:
+    static uint64_t mix(uint64_t h, uint64_t word) { return (h ^ word) * 0x100000001b3ULL; }
+
+    uint64_t m_hash = 0xcbf29ce484222325ULL;
+    uint64_t m_carry = 0;
+    int m_carry_len = 0;
+    uint64_t m_bytes = 0;
+};
+
+// ---- Sockets ----------------------------------------------------------------------------------
+
+// Every blocking call on the socket gives up after this long instead of hanging the suite.
+inline void set_timeouts(int fd, int ms)
+{
+    timeval tv{ms / 1000, (ms % 1000) * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+inline bool send_all(int fd, const char* data, size_t size)
+{
+    while (size > 0) {
+        ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        data += n;
+        size -= static_cast<size_t>(n);
+    }
+    return true;
+}
+inline bool send_all(int fd, const std::string& data)
+{
+    return send_all(fd, data.data(), data.size());
+}
+
+// One '\n'-terminated line (without it), read a byte at a time so nothing after it is consumed.
+inline std::optional<std::string> read_line(int fd, size_t max = 4096)
+{
+    std::string line;
+    while (line.size() < max) {
+        char c;
+        ssize_t n = ::recv(fd, &c, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return std::nullopt;
+        if (c == '\n')
+            return line;
+        line += c;
+    }
+    return std::nullopt;
+}
+
+// Reads until EOF (true) or an error (false, errno kept); at most `max` bytes are kept.
+inline bool read_to_eof(int fd, std::string& out, size_t max = 1 << 20)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            return true;
+        if (out.size() < max)
+            out.append(buf, std::min(static_cast<size_t>(n), max - out.size()));
+    }
+}
+
+// A blocking TCP connection to host (an IPv4 or IPv6 literal):port; invalid with errno on failure.
+inline UniqueFd connect_tcp(const std::string& host, uint16_t port)
+{
+    sockaddr_storage addr{};
+    socklen_t len;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        len = sizeof *v4;
+    } else if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        len = sizeof *v6;
+    } else {
+        errno = EINVAL;
+        return UniqueFd();
+    }
+    UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd)
+        return fd;
+    set_timeouts(fd.get(), 20000);
+    while (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0)
+        if (errno != EINTR)
+            return UniqueFd();
+    return fd;
+}
+
+inline sockaddr_un unix_address(const std::string& path)
+{
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    return addr;
+}
+
+inline UniqueFd connect_unix(const std::string& path)
+{
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr = unix_address(path);
+    if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
+        return UniqueFd();
+    return fd;
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard one; returns the old soft limit.
+inline rlim_t raise_nofile()
+{
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    const rlim_t old = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    return old;
+}
+
+// ---- Servers ----------------------------------------------------------------------------------
+
+// A listener served by a thread that hands each connection to a thread of its own. Connections
+// are blocking sockets with 30 s timeouts; stop() shuts every one down and joins every thread.
+class ThreadServer {
+public:
+    using Handler = std::function<void(int fd)>;
+
+    explicit ThreadServer(Handler handler)
+        : m_handler(std::move(handler))
+    {
+    }
+    ~ThreadServer() { stop(); }
+    ThreadServer(const ThreadServer&) = delete;
+    ThreadServer& operator=(const ThreadServer&) = delete;
+
+    // Listens on a Unix stream socket at `path`, replacing a stale socket file.
+    void listen_unix(const std::string& path)
+    {
+        ::unlink(path.c_str());
+        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        sockaddr_un addr = unix_address(path);
+        if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 ||
+            ::listen(fd.get(), 4096) < 0)
+            throw std::runtime_error("listen on " + path + ": " + std::strerror(errno));
+        start(std::move(fd));
+    }
+
+    // Listens on 127.0.0.1 on a free port, which it returns.
+    uint16_t listen_tcp()
+    {
+        UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0 ||
+            ::listen(fd.get(), 4096) < 0 ||
+            ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0)
+            throw std::runtime_error(std::string("listen on 127.0.0.1: ") + std::strerror(errno));
+        start(std::move(fd));
+        return ntohs(addr.sin_port);
+    }
+
+    // Closes the listener; open connections go on. A Unix socket's file stays, so connecting to
+    // it is refused from now on.
+    void close_listener()
+    {
+        if (m_acceptor.joinable()) {
+            uint64_t one = 1;
+            if (::write(m_wake.get(), &one, sizeof one) < 0)
+                std::perror("eventfd write");
+            m_acceptor.join();
+        }
+        m_listener.reset();
+        m_wake.reset();
+    }
+
+    // Closes the listener and every connection, and joins every thread.
+    void stop()
+    {
+        close_listener();
+        std::vector<std::thread> threads;
+        {
+            std::lock_guard lock(m_mutex);
+            m_stopping = true;
+            for (int fd : m_live)
+                ::shutdown(fd, SHUT_RDWR);
+            threads.swap(m_threads);
+        }
+        for (std::thread& thread : threads)
+            thread.join();
+    }
+
+    bool stopping() const { return m_stopping; }
+
+private:
+    void start(UniqueFd listener)
+    {
+        close_listener();
+        m_listener = std::move(listener);
+        m_wake.reset(::eventfd(0, EFD_CLOEXEC));
+        m_acceptor =
+            std::thread([this, fd = m_listener.get(), wake = m_wake.get()] { accept_loop(fd, wake); });
+    }
+
+    // Runs until close_listener() wakes it.
+    void accept_loop(int listener, int wake)
+    {
+        for (;;) {
+            pollfd fds[2] = {{listener, POLLIN, 0}, {wake, POLLIN, 0}};
+            if (::poll(fds, 2, -1) < 0 && errno != EINTR)
+                return;
+            if (fds[1].revents)
+                return;
+            if (!(fds[0].revents & POLLIN))
+                continue;
+            int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EMFILE || errno == ENFILE)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                continue;
+            }
+            set_timeouts(fd, 30000);
+            std::lock_guard lock(m_mutex);
+            if (m_stopping) {
+                ::close(fd);
+                continue;
+            }
+            try {
+                m_threads.emplace_back([this, fd] { serve(fd); });
+                m_live.insert(fd);
+            } catch (const std::exception&) {
+                ::close(fd); // out of threads: the client sees its connection closed
+            }
+        }
+    }
+
+    void serve(int fd)
+    {
+        try {
+            m_handler(fd);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "test server: %s\n", e.what());
+        }
+        // Under the lock, so that stop() never shuts down a reused fd number.
+        std::lock_guard lock(m_mutex);
+        m_live.erase(fd);
+        ::close(fd);
+    }
+
+    Handler m_handler;
+    UniqueFd m_listener;
+    UniqueFd m_wake;
+    std::thread m_acceptor;
+    std::mutex m_mutex;
+    std::set<int> m_live;
+    std::vector<std::thread> m_threads;
+    std::atomic<bool> m_stopping{false};
+};
+
+// Copies bytes both ways until both sides sent EOF, one fails, `stop` holds, or 60 s passed.
+// Half-closes are passed on with shutdown(SHUT_WR).
+inline void pump(int a, int b, const std::function<bool()>& stop)
+{
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    bool eof[2] = {false, false};
+    const int fd[2] = {a, b};
+    char buf[65536];
+    while (!(eof[0] && eof[1]) && !stop() && Clock::now() < deadline) {
+        pollfd fds[2] = {{eof[0] ? -1 : a, POLLIN, 0}, {eof[1] ? -1 : b, POLLIN, 0}};
+        if (::poll(fds, 2, 100) < 0 && errno != EINTR)
+            return;
+        for (int i = 0; i < 2; ++i) {
+            if (!fds[i].revents)
+                continue;
+            ssize_t n = ::recv(fd[i], buf, sizeof buf, MSG_DONTWAIT);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            if (n < 0)
+                return;
+            if (n == 0) {
+                eof[i] = true;
+                ::shutdown(fd[1 - i], SHUT_WR);
+            } else if (!send_all(fd[1 - i], buf, static_cast<size_t>(n))) {
+                return;
+            }
+        }
+    }
+}
+
+// What the scripted server saw; the tests wait on it.
+struct TargetState {
+    std::vector<std::string> events; // one line per finished command
+    int held = 0; // "hold" connections open now
+    int hold_ended = 0; // "hold" connections that saw EOF or an error
+    int echoes = 0; // "echo" connections finished
+    uint64_t download_sent = 0; // bytes the latest "download" has written so far
+};
+
+// The host end of a relay: a Unix stream server that reads one command line per connection.
+//   download N SEED  writes N bytes of Pattern(SEED), then closes; records "sent <hash>"
+//   upload           reads to EOF; records and replies "received <hash>"
+//   echo             echoes until EOF
+//   halfclose        reads to EOF, records "halfclose got <hash>", only then replies with a line
+//                    and 1 MiB of Pattern(7), and records "halfclose reply <hash of the reply>"
+//   serverfirst      writes a greeting, shuts its side down, reads to EOF: "serverfirst got <text>"
+//   reset            waits until more bytes arrived, closes without reading them (ECONNRESET)
+//   hold             replies "held", waits for EOF or an error: "hold ended eof|error ..."
+class Target {
+public:
+    explicit Target(const std::string& path)
+        : m_path(path)
+        , m_server([this](int fd) { serve(fd); })
+    {
+        m_server.listen_unix(path);
+    }
+
+    ThreadServer& server() { return m_server; }
+    const std::string& path() const { return m_path; }
+
+    TargetState state()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_state;
+    }
+
+    // Waits until `done` holds for the state (true) or timeout_ms passed (false).
+    bool wait(const std::function<bool(const TargetState&)>& done, int timeout_ms)
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done(m_state); });
+    }
+
+    bool has_event(const std::string& event)
+    {
+        std::lock_guard lock(m_mutex);
+        return std::find(m_state.events.begin(), m_state.events.end(), event) != m_state.events.end();
+    }
+
+private:
+    void update(const std::function<void(TargetState&)>& change)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            change(m_state);
+        }
+        m_changed.notify_all();
+    }
+    void record(const std::string& event)
+    {
+        update([&](TargetState& s) { s.events.push_back(event); });
+    }
+
+    void serve(int fd)
+    {
+        const std::optional<std::string> line = read_line(fd);
+        if (!line)
+            return;
+        std::istringstream in(*line);
+        std::string command;
+        in >> command;
+        if (command == "download") {
+            uint64_t size = 0, seed = 0;
+            in >> size >> seed;
+            download(fd, size, seed);
+        } else if (command == "upload") {
+            StreamHash got;
+            if (read_hashed(fd, got)) {
+                record("received " + got.text());
+                send_all(fd, "received " + got.text() + "\n");
+            }
+        } else if (command == "echo") {
+            echo(fd);
+        } else if (command == "halfclose") {
+            half_close(fd);
+        } else if (command == "serverfirst") {
+            send_all(fd, "hello from the server\n");
+            ::shutdown(fd, SHUT_WR);
+            std::string got;
+            if (read_to_eof(fd, got))
+                record("serverfirst got " + got);
+        } else if (command == "reset") {
+            // The bytes after the command stay unread: closing now makes the peer's socket
+            // report ECONNRESET (SO_LINGER {1, 0} is the TCP way of saying the same).
+            pollfd pfd{fd, POLLIN, 0};
+            ::poll(&pfd, 1, 5000);
+            linger hard{1, 0};
+            ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+            record("reset");
+        } else if (command == "hold") {
+            hold(fd);
+        }
+    }
+
+    void download(int fd, uint64_t size, uint64_t seed)
+    {
+        Pattern pattern(seed);
+        StreamHash sent;
+        std::vector<char> buf(kMiB);
+        update([](TargetState& s) { s.download_sent = 0; });
+        while (sent.bytes() < size) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - sent.bytes()));
+            pattern.fill(buf.data(), n);
+            if (!send_all(fd, buf.data(), n))
+                return;
+            sent.update(buf.data(), n);
+            update([&](TargetState& s) { s.download_sent = sent.bytes(); });
+        }
+        record("sent " + sent.text());
+    }
+
+    static bool read_hashed(int fd, StreamHash& hash)
+    {
+        std::vector<char> buf(kMiB);
+        for (;;) {
+            ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return false;
+            if (n == 0)
+                return true;
+            hash.update(buf.data(), static_cast<size_t>(n));
+        }
+    }
+
+    void echo(int fd)
+    {
+        char buf[65536];
+        for (;;) {
+            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0 || !send_all(fd, buf, static_cast<size_t>(n)))
+                break;
+        }
+        update([](TargetState& s) { ++s.echoes; });
+    }
+
+    void half_close(int fd)
+    {
+        StreamHash got;
+        if (!read_hashed(fd, got))
+            return;
+        record("halfclose got " + got.text());
+        std::string reply = "after your EOF I got " + got.text() + "\n";
+        reply.resize(reply.size() + kMiB);
+        Pattern(7).fill(reply.data() + reply.size() - kMiB, kMiB);
+        StreamHash sent;
+        sent.update(reply);
+        if (send_all(fd, reply))
+            record("halfclose reply " + sent.text());
+    }
+
+    void hold(int fd)
+    {
+        update([](TargetState& s) { ++s.held; });
+        send_all(fd, "held\n");
+        std::string rest;
+        const bool eof = read_to_eof(fd, rest);
+        const std::string how = eof ? "eof" : std::string("error ") + std::strerror(errno);
+        update([&](TargetState& s) {
+            --s.held;
+            ++s.hold_ended;
+            s.events.push_back("hold ended " + how);
+        });
+    }
+
+    std::string m_path;
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    TargetState m_state;
+    ThreadServer m_server; // last: its threads use the members above until it is destroyed
+};
+
+// The end of a request head, or npos.
+inline size_t head_end(const std::string& data)
+{
+    size_t at = data.find("\r\n\r\n");
+    return at == std::string::npos ? at : at + 4;
+}
+
+// Reads a request or response head (up to the blank line); `rest` gets what came after it.
+inline std::optional<std::string> read_head(int fd, std::string& rest)
+{
+    std::string data;
+    char buf[4096];
+    while (head_end(data) == std::string::npos) {
+        if (data.size() > 65536)
+            return std::nullopt;
+        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return std::nullopt;
+        data.append(buf, static_cast<size_t>(n));
+    }
+    const size_t end = head_end(data);
+    rest = data.substr(end);
+    return data.substr(0, end);
+}
+
+// A tiny HTTP/1.1 server on 127.0.0.1: every request gets `body`, then the connection closes.
+// Records each request as "METHOD TARGET host=HOST".
+class HttpServer {
+public:
+    explicit HttpServer(std::string body)
+        : m_body(std::move(body))
+        , m_server([this](int fd) { serve(fd); })
+    {
+        m_port = m_server.listen_tcp();
+    }
+
+    uint16_t port() const { return m_port; }
+    std::vector<std::string> requests()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_requests;
+    }
+
+private:
+    void serve(int fd)
+    {
+        std::string rest;
+        const std::optional<std::string> head = read_head(fd, rest);
+        if (!head)
+            return;
+        std::istringstream in(*head);
+        std::string method, target, host;
+        in >> method >> target;
+        for (const std::string& line : lines(*head))
+            if (line.rfind("Host: ", 0) == 0)
+                host = line.substr(6, line.find('\r') - 6);
+        {
+            std::lock_guard lock(m_mutex);
+            m_requests.push_back(method + " " + target + " host=" + host);
+        }
+        send_all(fd,
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                     std::to_string(m_body.size()) + "\r\nConnection: close\r\n\r\n" + m_body);
+        ::shutdown(fd, SHUT_WR);
+        std::string ignored;
+        read_to_eof(fd, ignored);
+    }
+
+    std::string m_body;
+    std::mutex m_mutex;
+    std::vector<std::string> m_requests;
+    uint16_t m_port = 0;
+    ThreadServer m_server;
+};
+
+// An HTTP proxy on a Unix socket. `CONNECT host:port` connects to 127.0.0.1:port whatever the
+// host, answers 200 and tunnels; an absolute-form request (`GET http://host:port/path`) is sent
+// to 127.0.0.1:port in origin form. Records each request line's "METHOD TARGET".
+class HttpProxy {
+public:
+    explicit HttpProxy(const std::string& path)
+        : m_server([this](int fd) { serve(fd); })
+    {
+        m_server.listen_unix(path);
+    }
+
+    std::vector<std::string> requests()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_requests;
+    }
+
+private:
+    void serve(int fd)
+    {
+        std::string rest;
+        const std::optional<std::string> head = read_head(fd, rest);
+        if (!head)
+            return;
+        std::istringstream in(*head);
+        std::string method, target, version;
+        in >> method >> target >> version;
+        {
+            std::lock_guard lock(m_mutex);
+            m_requests.push_back(method + " " + target);
+        }
+        std::string authority, path;
+        if (method == "CONNECT") {
+            authority = target;
+        } else if (target.rfind("http://", 0) == 0) {
+            const size_t slash = target.find('/', 7);
+            authority = target.substr(7, slash == std::string::npos ? std::string::npos : slash - 7);
+            path = slash == std::string::npos ? "/" : target.substr(slash);
+        } else {
+            send_all(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            return;
+        }
+        const size_t colon = authority.rfind(':');
+        const int port = colon == std::string::npos ? 80 : std::atoi(authority.c_str() + colon + 1);
+        UniqueFd up = connect_tcp("127.0.0.1", static_cast<uint16_t>(port));
+        if (!up) {
+            send_all(fd, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+            return;
+        }
+        if (method == "CONNECT") {
+            send_all(fd, "HTTP/1.1 200 Connection established\r\n\r\n");
+        } else {
+            std::string request = method + " " + path + " " + version + "\r\n";
+            const std::vector<std::string> head_lines = lines(*head);
+            for (size_t i = 1; i < head_lines.size(); ++i)
+                if (head_lines[i].rfind("Proxy-", 0) != 0)
+                    request += head_lines[i] + "\n";
+            if (!send_all(up.get(), request))
+                return;
+        }
+        if (!rest.empty() && !send_all(up.get(), rest))
+            return;
+        pump(fd, up.get(), [this] { return m_server.stopping(); });
+    }
+
+    std::mutex m_mutex;
+    std::vector<std::string> m_requests;
+    ThreadServer m_server;
+};
+
+// ---- cocoon in the background -------------------------------------------------------------------
+
+// cocoon run as the test's child with stdout and stderr in files, optionally with a given soft
+// RLIMIT_NOFILE. Whatever still runs when this goes away is SIGKILLed and reaped.
+class Background {
+public:
+    Background(const std::vector<std::string>& args, const std::string& dir,
+               std::optional<rlim_t> nofile = {})
+        : m_out(dir + "/cocoon.out")
+        , m_err(dir + "/cocoon.err")
+    {
+        std::vector<std::string> argv{cocoon_bin()};
+        argv.insert(argv.end(), args.begin(), args.end());
+        std::vector<char*> raw;
+        for (std::string& arg : argv)
+            raw.push_back(arg.data());
+        raw.push_back(nullptr);
+        rlimit lim{};
+        ::getrlimit(RLIMIT_NOFILE, &lim);
+        if (nofile)
+            lim.rlim_cur = std::min(*nofile, lim.rlim_max);
+        // Opened before fork: the child of a threaded process makes only async-signal-safe calls.
+        UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        UniqueFd out(::open(m_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        UniqueFd err(::open(m_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (!in || !out || !err)
+            throw std::runtime_error("Background: open failed");
+        m_pid = ::fork();
+        if (m_pid == 0) {
+            ::setrlimit(RLIMIT_NOFILE, &lim);
+            if (::dup2(in.get(), 0) < 0 || ::dup2(out.get(), 1) < 0 || ::dup2(err.get(), 2) < 0)
+                ::_exit(127);
+            ::execv(raw[0], raw.data());
+            ::_exit(127);
+        }
+        if (m_pid < 0)
+            throw std::runtime_error("Background: fork failed");
+    }
+
+    ~Background()
+    {
+        if (!m_code) {
+            ::kill(m_pid, SIGKILL);
+            ::waitpid(m_pid, nullptr, 0);
+        }
+    }
+
+    Background(const Background&) = delete;
+    Background& operator=(const Background&) = delete;
+
+    // cocoon's exit code (128+N for signal N), or nothing if it still runs after timeout_ms.
+    std::optional<int> wait(int timeout_ms)
+    {
+        const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (!m_code) {
+            int status;
+            if (::waitpid(m_pid, &status, WNOHANG) == m_pid)
+                m_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            else if (Clock::now() >= deadline)
+                break;
+            else
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        return m_code;
+    }
+
+    bool running() { return !wait(0); }
+    std::string out() const { return read_file(m_out); }
+    std::string err() const { return read_file(m_err); }
+
+private:
+    std::string m_out, m_err;
+    pid_t m_pid = -1;
+    std::optional<int> m_code;
+};
+
+} // namespace cocoon::test::relay_e2e

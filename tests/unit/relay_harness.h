@@ -1,0 +1,490 @@
+// Test harness of the relay's unit tests: loopback sockets, echo servers, streams that show a
+// byte out of place, fd and memory counters. Used by tests/unit/relay_test.cc, in its process.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/sys_error.h"
+#include "base/unique_fd.h"
+#include "relay/relay.h"
+
+namespace cocoon::relay_test {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+
+inline constexpr uint64_t kMiB = 1024 * 1024;
+
+// ---- Sockets -------------------------------------------------------------------------------
+
+// Every blocking call of a test gives up after this long instead of hanging the suite.
+inline void set_timeouts(int fd, std::chrono::milliseconds timeout = 10s)
+{
+    timeval tv { static_cast<time_t>(timeout.count() / 1000),
+        static_cast<suseconds_t>(timeout.count() % 1000 * 1000) };
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+struct Address {
+    sockaddr_storage storage{};
+    socklen_t len = 0;
+    const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+inline UniqueFd tcp_listener(int family = AF_INET)
+{
+    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd)
+        throw SysError(errno, "socket");
+    Address addr;
+    if (family == AF_INET6) {
+        auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr.storage);
+        in6->sin6_family = AF_INET6;
+        in6->sin6_addr = in6addr_loopback;
+        addr.len = sizeof *in6;
+    } else {
+        auto* in4 = reinterpret_cast<sockaddr_in*>(&addr.storage);
+        in4->sin_family = AF_INET;
+        in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        addr.len = sizeof *in4;
+    }
+    check(::bind(fd.get(), addr.get(), addr.len), "bind");
+    check(::listen(fd.get(), 4096), "listen");
+    return fd;
+}
+
+inline Address address_of(int fd)
+{
+    Address addr;
+    addr.len = sizeof addr.storage;
+    check(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr.storage), &addr.len), "getsockname");
+    return addr;
+}
+
+inline int port_of(const Address& addr)
+{
+    return addr.storage.ss_family == AF_INET6
+        ? ntohs(reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_port)
+        : ntohs(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_port);
+}
+
+inline UniqueFd connect_to(const Address& addr)
+{
+    UniqueFd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd)
+        throw SysError(errno, "socket");
+    check(::connect(fd.get(), addr.get(), addr.len), "connect");
+    set_timeouts(fd.get());
+    return fd;
+}
+
+inline sockaddr_un unix_address(const std::string& path, socklen_t& len)
+{
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+    return addr;
+}
+
+inline UniqueFd unix_listener(const std::string& path, int backlog = 4096, int flags = 0)
+{
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0));
+    socklen_t len;
+    sockaddr_un addr = unix_address(path, len);
+    check(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), "bind(unix)");
+    check(::listen(fd.get(), backlog), "listen(unix)");
+    return fd;
+}
+
+// The next connection on a listener, blocking, or an invalid fd after `timeout`.
+inline UniqueFd accept_one(int listener, std::chrono::milliseconds timeout = 5s)
+{
+    pollfd pfd{listener, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(timeout.count())) != 1)
+        return UniqueFd();
+    UniqueFd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    if (fd)
+        set_timeouts(fd.get());
+    return fd;
+}
+
+inline bool send_all(int fd, const void* data, size_t len)
+{
+    const char* p = static_cast<const char*>(data);
+    while (len > 0) {
+        ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            // Non-blocking sockets (the echo server's): wait for room, 5 s at most.
+            pollfd pfd{fd, POLLOUT, 0};
+            if (::poll(&pfd, 1, 5000) != 1)
+                return false;
+            continue;
+        }
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= static_cast<size_t>(n);
+    }
+    return true;
+}
+
+// Reads exactly len bytes unless EOF or an error comes first; returns what it read.
+inline size_t recv_exact(int fd, void* data, size_t len)
+{
+    char* p = static_cast<char*>(data);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = ::recv(fd, p + got, len - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += static_cast<size_t>(n);
+    }
+    return got;
+}
+
+// Sends `message` and expects it back unchanged.
+inline bool echoes(int fd, const std::string& message)
+{
+    if (!send_all(fd, message.data(), message.size()))
+        return false;
+    std::string back(message.size(), '\0');
+    return recv_exact(fd, back.data(), back.size()) == back.size() && back == message;
+}
+
+// The peer must close or reset `fd` within `limit`: recv returns 0 or fails with ECONNRESET.
+inline void expect_closed_within(int fd, std::chrono::milliseconds limit)
+{
+    const auto start = Clock::now();
+    pollfd pfd{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, static_cast<int>(limit.count())), 1)
+        << "still open after " << limit.count() << " ms";
+    char byte;
+    ssize_t n = ::recv(fd, &byte, 1, 0);
+    const int err = errno;
+    EXPECT_TRUE(n == 0 || (n < 0 && err == ECONNRESET)) << "recv: " << n << " " << std::strerror(err);
+    EXPECT_LT(Clock::now() - start, limit);
+}
+
+inline void reset_close(UniqueFd& fd)
+{
+    linger hard{1, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    fd.reset();
+}
+
+// ---- The process ---------------------------------------------------------------------------
+
+inline std::set<int> open_fds()
+{
+    std::set<int> fds;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+        fds.insert(std::stoi(entry.path().filename().string()));
+    return fds;
+}
+
+// Less the directory_iterator's own fd, which is open while it lists.
+inline size_t count_fds() { return open_fds().size() - 1; }
+
+// VmRSS, counted exactly: smaps_rollup walks the page tables, while /proc/self/status may show
+// per-CPU counters that lag behind.
+inline long vm_rss_kib()
+{
+    std::ifstream status("/proc/self/smaps_rollup");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("Rss:", 0) == 0)
+            return std::stol(line.substr(4));
+    return -1;
+}
+
+// Sets RLIMIT_NOFILE's soft limit (raising the hard one when allowed) and restores both at the end.
+class NofileLimit {
+public:
+    explicit NofileLimit(rlim_t soft)
+    {
+        ::getrlimit(RLIMIT_NOFILE, &m_old);
+        rlimit want{soft, std::max(soft, m_old.rlim_max)};
+        m_ok = ::setrlimit(RLIMIT_NOFILE, &want) == 0;
+    }
+    ~NofileLimit() { ::setrlimit(RLIMIT_NOFILE, &m_old); }
+    NofileLimit(const NofileLimit&) = delete;
+    NofileLimit& operator=(const NofileLimit&) = delete;
+    bool ok() const { return m_ok; }
+
+private:
+    rlimit m_old{};
+    bool m_ok = false;
+};
+
+// The RLIMIT_NOFILE soft limit under which exactly `free` more fds can be opened.
+inline rlim_t limit_leaving(size_t free)
+{
+    std::set<int> fds = open_fds();
+    int fd = 0;
+    for (size_t found = 0;; ++fd)
+        if (!fds.count(fd) && ++found == free + 1)  // +1: the listing's own fd is closed by now
+            break;
+    return static_cast<rlim_t>(fd + 1);
+}
+
+inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s)
+{
+    const auto deadline = Clock::now() + limit;
+    while (!done()) {
+        if (Clock::now() > deadline)
+            return false;
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+// ---- Streams that show any lost, doubled or reordered byte -----------------------------------
+
+// Byte i of a stream is table[i % kPeriod]. The period is prime, so no chunk, page or pipe size
+// lines up with it: a byte out of place compares wrong.
+class Pattern {
+public:
+    static const Pattern& get()
+    {
+        static const Pattern pattern;
+        return pattern;
+    }
+    void fill(uint64_t offset, char* out, size_t len) const
+    {
+        while (len > 0) {
+            size_t pos = offset % kPeriod;
+            size_t n = std::min(len, kPeriod - pos);
+            std::memcpy(out, m_table.data() + pos, n);
+            out += n;
+            offset += n;
+            len -= n;
+        }
+    }
+    bool matches(uint64_t offset, const char* data, size_t len) const
+    {
+        while (len > 0) {
+            size_t pos = offset % kPeriod;
+            size_t n = std::min(len, kPeriod - pos);
+            if (std::memcmp(data, m_table.data() + pos, n) != 0)
+                return false;
+            data += n;
+            offset += n;
+            len -= n;
+        }
+        return true;
+    }
+
+private:
+    static constexpr size_t kPeriod = 1'000'003;
+    Pattern() : m_table(kPeriod)
+    {
+        std::mt19937_64 random(20240601);
+        for (char& c : m_table)
+            c = static_cast<char>(random());
+    }
+    std::vector<char> m_table;
+};
+
+inline constexpr size_t kChunk = 256 * 1024;
+
+// Sends `total` bytes of the pattern starting at `start`; `progress` follows the bytes sent.
+inline uint64_t send_pattern(
+    int fd, uint64_t start, uint64_t total, std::atomic<uint64_t>* progress = nullptr)
+{
+    std::vector<char> buf(kChunk);
+    uint64_t sent = 0;
+    while (sent < total) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, total - sent));
+        Pattern::get().fill(start + sent, buf.data(), n);
+        if (!send_all(fd, buf.data(), n))
+            break;
+        sent += n;
+        if (progress)
+            progress->store(sent);
+    }
+    return sent;
+}
+
+struct Received {
+    uint64_t bytes = 0;
+    bool intact = true;  // every byte matched the pattern
+    bool eof = false;    // ended with a clean EOF
+};
+
+// Reads until EOF, comparing with the pattern from `start`. Until `slow_until` it reads 16 KiB
+// every 2 ms: a slow reader.
+inline Received receive_pattern(int fd, uint64_t start, Clock::time_point slow_until = {})
+{
+    std::vector<char> buf(kChunk);
+    Received r;
+    for (;;) {
+        const bool slow = Clock::now() < slow_until;
+        ssize_t n = ::recv(fd, buf.data(), slow ? 16 * 1024 : buf.size(), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            r.eof = n == 0;
+            return r;
+        }
+        if (r.intact && !Pattern::get().matches(start + r.bytes, buf.data(), static_cast<size_t>(n)))
+            r.intact = false;
+        r.bytes += static_cast<uint64_t>(n);
+        if (slow)
+            std::this_thread::sleep_for(2ms);
+    }
+}
+
+// ---- Test servers and the relay's thread ---------------------------------------------------
+
+// A Unix socket server that echoes every connection until EOF, on its own thread.
+class EchoServer {
+public:
+    explicit EchoServer(const std::string& path, int backlog = 4096)
+        : m_listener(unix_listener(path, backlog, SOCK_NONBLOCK))
+        , m_thread([this](std::stop_token stop) { run(stop); })
+    {
+    }
+    ~EchoServer() { stop(); }
+    void stop()
+    {
+        m_thread.request_stop();
+        if (m_thread.joinable())
+            m_thread.join();
+    }
+    size_t open_connections() const { return m_open.load(); }
+
+private:
+    void run(const std::stop_token& stop)
+    {
+        std::vector<UniqueFd> connections;
+        std::vector<pollfd> fds;
+        std::vector<char> buf(64 * 1024);
+        while (!stop.stop_requested()) {
+            fds.assign(1, pollfd{m_listener.get(), POLLIN, 0});
+            for (const UniqueFd& c : connections)
+                fds.push_back({c.get(), POLLIN, 0});
+            if (::poll(fds.data(), fds.size(), 10) <= 0)
+                continue;
+            for (size_t i = 1; i < fds.size(); ++i) {
+                if (!fds[i].revents)
+                    continue;
+                UniqueFd& c = connections[i - 1];
+                ssize_t n = ::recv(c.get(), buf.data(), buf.size(), 0);
+                if (n > 0 && send_all(c.get(), buf.data(), static_cast<size_t>(n)))
+                    continue;
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                    continue;
+                c.reset();  // EOF, reset, or a peer that stopped reading
+            }
+            std::erase_if(connections, [](const UniqueFd& c) { return !c; });
+            if (fds[0].revents & POLLIN) {
+                for (int i = 0; i < 256; ++i) {
+                    int fd = ::accept4(m_listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                    if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE)
+                            std::this_thread::sleep_for(10ms);
+                        break;
+                    }
+                    connections.emplace_back(fd);
+                }
+            }
+            m_open.store(connections.size());
+        }
+    }
+
+    UniqueFd m_listener;
+    std::atomic<size_t> m_open{0};
+    std::jthread m_thread;  // last: starts once the members it uses exist
+};
+
+// Calls run_once in a loop on its own thread, as the monitor's loop would.
+class RelayRunner {
+public:
+    explicit RelayRunner(relay::Relay& relay)
+        : m_thread([this, &relay](std::stop_token stop) {
+              while (!stop.stop_requested()) {
+                  relay.run_once(10);
+                  timespec cpu{};
+                  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+                  m_cpu_ns.store(cpu.tv_sec * 1000000000LL + cpu.tv_nsec);
+                  m_iterations.fetch_add(1);
+              }
+          })
+    {
+    }
+    ~RelayRunner() { stop(); }
+    RelayRunner(const RelayRunner&) = delete;
+    RelayRunner& operator=(const RelayRunner&) = delete;
+    void stop()
+    {
+        m_thread.request_stop();
+        if (m_thread.joinable())
+            m_thread.join();
+    }
+    uint64_t iterations() const { return m_iterations.load(); }
+    std::chrono::nanoseconds cpu() const { return std::chrono::nanoseconds(m_cpu_ns.load()); }
+
+private:
+    std::atomic<uint64_t> m_iterations{0};
+    std::atomic<long long> m_cpu_ns{0};
+    std::jthread m_thread;
+};
+
+// Messages of a relay, with the time each came.
+class LogLines {
+public:
+    std::function<void(const std::string&)> sink()
+    {
+        return [this](const std::string& line) {
+            std::lock_guard lock(m_mutex);
+            m_lines.push_back({Clock::now(), line});
+        };
+    }
+    std::vector<std::pair<Clock::time_point, std::string>> lines() const
+    {
+        std::lock_guard lock(m_mutex);
+        return m_lines;
+    }
+    bool contains(const std::string& text) const
+    {
+        std::lock_guard lock(m_mutex);
+        return std::any_of(m_lines.begin(), m_lines.end(),
+                           [&](const auto& l) { return l.second.find(text) != std::string::npos; });
+    }
+
+private:
+    mutable std::mutex m_mutex;
+    std::vector<std::pair<Clock::time_point, std::string>> m_lines;
+};
+
+} // namespace cocoon::relay_test

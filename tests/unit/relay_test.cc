@@ -1,0 +1,589 @@
+// Unit tests of the relay engine (relay/): loopback TCP relayed to Unix sockets in a temp dir,
+// all inside the test's own process and without privilege; the relay runs on a thread of the test.
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/sys_error.h"
+#include "base/unique_fd.h"
+#include "relay/relay.h"
+#include "tests/support/process.h"
+#include "tests/unit/relay_harness.h"
+
+using namespace cocoon;
+using namespace cocoon::relay_test;
+
+namespace {
+
+// SIGPIPE keeps its default action during these tests: a relay that raised it would kill the
+// test binary. The disposition is restored after each test.
+class RelayTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        struct sigaction deflt {};
+        deflt.sa_handler = SIG_DFL;
+        ::sigaction(SIGPIPE, &deflt, &m_old_sigpipe);
+    }
+    void TearDown() override { ::sigaction(SIGPIPE, &m_old_sigpipe, nullptr); }
+
+    // A relay from a new 127.0.0.1 (or ::1) listener to proxy.sock in a temp dir.
+    Address listen(relay::Relay& relay, int family = AF_INET)
+    {
+        UniqueFd listener = tcp_listener(family);
+        Address addr = address_of(listener.get());
+        relay.add_listener(std::move(listener), socket_path());
+        return addr;
+    }
+    std::string socket_path() const { return m_dir / "proxy.sock"; }
+
+    test::TempDir m_dir;
+
+private:
+    struct sigaction m_old_sigpipe {};
+};
+
+} // namespace
+
+TEST_F(RelayTest, CarriesEveryByteBothWaysAtOnce)
+{
+    constexpr uint64_t kBytes = 256 * kMiB;
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    Received at_server, at_client;
+    const auto start = Clock::now();
+    {
+        // Full duplex: both sides write their stream and read the other's, then shut down writing.
+        std::jthread up([&] {
+            send_pattern(client.get(), 0, kBytes);
+            ::shutdown(client.get(), SHUT_WR);
+        });
+        std::jthread down([&] {
+            send_pattern(server.get(), 777, kBytes);
+            ::shutdown(server.get(), SHUT_WR);
+        });
+        std::jthread server_reads([&] { at_server = receive_pattern(server.get(), 0); });
+        at_client = receive_pattern(client.get(), 777);
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_EQ(at_server.bytes, kBytes);
+    EXPECT_TRUE(at_server.intact);
+    EXPECT_TRUE(at_server.eof);
+    EXPECT_EQ(at_client.bytes, kBytes);
+    EXPECT_TRUE(at_client.intact);
+    EXPECT_TRUE(at_client.eof);
+    std::printf("relay: 2 x %llu MiB in %.2f s\n", static_cast<unsigned long long>(kBytes / kMiB), seconds);
+    // Both EOFs passed on: the relay closes the pair by itself.
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+TEST_F(RelayTest, HalfCloseFromClientStillCarriesTheReply)
+{
+    constexpr uint64_t kRequest = 100 * 1024, kReply = 8 * kMiB;
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    ASSERT_EQ(send_pattern(client.get(), 0, kRequest), kRequest);
+    ASSERT_EQ(::shutdown(client.get(), SHUT_WR), 0);
+
+    // The server sees the whole request, then EOF, and only then replies.
+    Received request = receive_pattern(server.get(), 0);
+    EXPECT_EQ(request.bytes, kRequest);
+    EXPECT_TRUE(request.intact);
+    ASSERT_TRUE(request.eof);
+    std::jthread reply([&] {
+        send_pattern(server.get(), 5, kReply);
+        server.reset();
+    });
+    Received got = receive_pattern(client.get(), 5);
+    EXPECT_EQ(got.bytes, kReply);
+    EXPECT_TRUE(got.intact);
+    EXPECT_TRUE(got.eof);
+    reply.join();
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+TEST_F(RelayTest, HalfCloseFromProxyStillCarriesTheRequest)
+{
+    constexpr uint64_t kRequest = 8 * kMiB;
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    ASSERT_EQ(::shutdown(server.get(), SHUT_WR), 0);
+    char byte;
+    EXPECT_EQ(::recv(client.get(), &byte, 1, 0), 0);  // the client sees the EOF
+
+    std::jthread request([&] {
+        send_pattern(client.get(), 9, kRequest);
+        ::shutdown(client.get(), SHUT_WR);
+    });
+    Received got = receive_pattern(server.get(), 9);
+    EXPECT_EQ(got.bytes, kRequest);
+    EXPECT_TRUE(got.intact);
+    EXPECT_TRUE(got.eof);
+    request.join();
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+TEST_F(RelayTest, ResetByProxyResetsTheClient)
+{
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    ASSERT_TRUE(send_all(client.get(), "unread", 6));
+    pollfd pfd{server.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, 5000), 1);
+    // A Unix socket closed with bytes unread is the Unix form of a reset (SO_LINGER does
+    // nothing there, set as a TCP server would).
+    reset_close(server);
+
+    pfd = {client.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, 1000), 1);
+    char byte;
+    EXPECT_EQ(::recv(client.get(), &byte, 1, 0), -1);
+    EXPECT_EQ(errno, ECONNRESET);
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+TEST_F(RelayTest, ResetByClientClosesTheProxySide)
+{
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    ASSERT_TRUE(send_all(client.get(), "x", 1));
+    char byte;
+    ASSERT_EQ(recv_exact(server.get(), &byte, 1), 1u);
+    reset_close(client);
+
+    // Not a half-close: the proxy's socket is closed outright, so its writes fail with EPIPE.
+    pollfd pfd{server.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, 1000), 1);
+    ssize_t n = ::recv(server.get(), &byte, 1, 0);
+    EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET));
+    EXPECT_EQ(::send(server.get(), "y", 1, MSG_NOSIGNAL), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+TEST_F(RelayTest, WritingToAGonePeerResetsWithoutASignal)
+{
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    // The proxy takes what came and closes cleanly; the client goes on sending. The relay's next
+    // send to the proxy fails with EPIPE (SIGPIPE, without MSG_NOSIGNAL), which resets the client.
+    ASSERT_TRUE(send_all(client.get(), "first", 5));
+    char buf[5];
+    ASSERT_EQ(recv_exact(server.get(), buf, 5), 5u);
+    server.reset();
+    std::vector<char> chunk(64 * 1024, 'x');
+    int err = 0;
+    for (int i = 0; i < 1000 && !err; ++i) {
+        if (::send(client.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0)
+            err = errno;
+        else
+            std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_TRUE(err == ECONNRESET || err == EPIPE) << std::strerror(err);
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+namespace {
+
+// The writer sends 200 MiB while the reader pauses 1 s, then reads slowly, then at full speed.
+void check_backpressure(int writer, int reader)
+{
+    constexpr uint64_t kTotal = 200 * kMiB;
+    Pattern::get();  // the table is in RSS before the baseline
+    std::atomic<uint64_t> sent{0};
+    const long rss_before = vm_rss_kib();
+    std::jthread write([&] {
+        send_pattern(writer, 3, kTotal, &sent);
+        ::shutdown(writer, SHUT_WR);
+    });
+    std::this_thread::sleep_for(1s);
+    const uint64_t sent_while_paused = sent.load();
+    const long rss_paused = vm_rss_kib();
+    // Socket buffers on both sides plus one pipe: a few MiB. Without backpressure the writer
+    // would be done with all 200 MiB by now.
+    EXPECT_LT(sent_while_paused, 32 * kMiB);
+    Received got = receive_pattern(reader, 3, Clock::now() + 300ms);
+    const long rss_after = vm_rss_kib();
+    EXPECT_EQ(got.bytes, kTotal);
+    EXPECT_TRUE(got.intact);
+    EXPECT_TRUE(got.eof);
+    EXPECT_LT(std::max(rss_paused, rss_after) - rss_before, 4 * 1024) << "KiB of VmRSS growth";
+    std::printf("relay: %.1f MiB sent while the reader paused; VmRSS %+ld KiB paused, %+ld KiB after\n",
+        static_cast<double>(sent_while_paused) / kMiB, rss_paused - rss_before, rss_after - rss_before);
+}
+
+} // namespace
+
+TEST_F(RelayTest, SlowClientDoesNotMakeTheRelayBuffer)
+{
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    check_backpressure(server.get(), client.get());
+}
+
+TEST_F(RelayTest, SlowProxyDoesNotMakeTheRelayBuffer)
+{
+    UniqueFd proxy = unix_listener(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+    UniqueFd client = connect_to(addr);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    check_backpressure(client.get(), server.get());
+}
+
+TEST_F(RelayTest, ServesAThousandConcurrentConnections)
+{
+    constexpr size_t kClients = 1000;
+    // Per connection: the client, the relay's two sockets, the server's; pipes while in flight.
+    NofileLimit limit(count_fds() + kClients * 8 + 100);
+    if (!limit.ok())
+        GTEST_SKIP() << "RLIMIT_NOFILE cannot be raised to " << kClients * 8 << " fds";
+    EchoServer server(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    std::vector<UniqueFd> clients;
+    for (size_t i = 0; i < kClients; ++i)
+        clients.push_back(connect_to(addr));
+    // All of them at once, each relayed to its own proxy connection.
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == kClients; }))
+        << relay.connection_count() << " relayed";
+    ASSERT_TRUE(wait_until([&] { return server.open_connections() == kClients; }))
+        << server.open_connections() << " at the proxy";
+    auto message = [](size_t i) { return "hello from client " + std::to_string(i) + std::string(40, '.'); };
+    for (size_t i = 0; i < kClients; ++i)
+        ASSERT_TRUE(send_all(clients[i].get(), message(i).data(), message(i).size()));
+    size_t good = 0;
+    for (size_t i = 0; i < kClients; ++i) {
+        std::string back(message(i).size(), '\0');
+        if (recv_exact(clients[i].get(), back.data(), back.size()) == back.size() && back == message(i))
+            ++good;
+    }
+    EXPECT_EQ(good, kClients);
+    clients.clear();
+    EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+}
+
+TEST_F(RelayTest, ProxyDownClosesOnlyThatClientAndRecovers)
+{
+    testing::internal::CaptureStderr();  // the default sink writes to stderr
+    std::string err;
+    Address addr;
+    {
+        relay::Relay relay;
+        addr = listen(relay);
+        RelayRunner runner(relay);
+
+        // No socket file.
+        UniqueFd first = connect_to(addr);
+        expect_closed_within(first.get(), 1s);
+        // A socket file nobody listens on.
+        {
+            UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            socklen_t len;
+            sockaddr_un sun = unix_address(socket_path(), len);
+            ASSERT_EQ(::bind(stale.get(), reinterpret_cast<sockaddr*>(&sun), len), 0);
+        }
+        UniqueFd second = connect_to(addr);
+        expect_closed_within(second.get(), 1s);
+        EXPECT_EQ(relay.connection_count(), 0u);
+
+        // The proxy is back: the next client gets through, and the relay never stopped.
+        ::unlink(socket_path().c_str());
+        EchoServer server(socket_path());
+        UniqueFd third = connect_to(addr);
+        EXPECT_TRUE(echoes(third.get(), "back again"));
+        runner.stop();
+        relay.close_all();  // reports what was suppressed
+        err = testing::internal::GetCapturedStderr();
+    }
+    const std::string name
+        = "cocoon: relay: 127.0.0.1:" + std::to_string(port_of(addr)) + " -> " + socket_path();
+    EXPECT_NE(err.find(name + ": connect: No such file or directory\n"), std::string::npos) << err;
+    // The second failure came within the same second: counted, then reported on close.
+    EXPECT_NE(err.find(name + ": 1 more failure, the last: connect: Connection refused\n"), std::string::npos)
+        << err;
+}
+
+TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
+{
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    relay::Relay relay(options);
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    for (int i = 0; i < 30; ++i) {
+        UniqueFd client = connect_to(addr);
+        expect_closed_within(client.get(), 1s);
+    }
+    std::this_thread::sleep_for(1300ms);
+    auto lines = log.lines();
+    ASSERT_EQ(lines.size(), 2u);
+    for (const auto& line : lines)
+        EXPECT_EQ(line.second.rfind("cocoon: relay: 127.0.0.1:", 0), 0u) << line.second;
+    EXPECT_NE(lines[0].second.find("connect: No such file or directory"), std::string::npos);
+    EXPECT_NE(lines[1].second.find(": 29 more failures, the last: connect: No such file or directory"),
+              std::string::npos)
+        << lines[1].second;
+    EXPECT_GE(lines[1].first - lines[0].first, 950ms);
+}
+
+TEST_F(RelayTest, FullProxyBacklogClosesOnlyTheExtraClient)
+{
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    relay::Relay relay(options);
+    Address addr = listen(relay);
+    // Backlog 0 takes one connection that nobody accepts; the next connect is EAGAIN.
+    UniqueFd proxy = unix_listener(socket_path(), 0);
+    RelayRunner runner(relay);
+
+    UniqueFd first = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
+    UniqueFd second = connect_to(addr);
+    expect_closed_within(second.get(), 1s);
+    EXPECT_TRUE(log.contains("connect: Resource temporarily unavailable"));
+    // The first is still relayed, and works once the proxy accepts it.
+    EXPECT_EQ(relay.connection_count(), 1u);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    ASSERT_TRUE(send_all(first.get(), "ping", 4));
+    char buf[4];
+    ASSERT_EQ(recv_exact(server.get(), buf, 4), 4u);
+    EXPECT_EQ(std::string(buf, 4), "ping");
+}
+
+TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
+{
+    EchoServer server(socket_path());
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    relay::Relay relay(options);
+    Address addr = listen(relay);
+    const size_t baseline = count_fds();
+    {
+        RelayRunner runner(relay);
+        // 2,000 connections, 20 at a time: echoes, with every fourth batch reset by its clients.
+        for (int batch = 0; batch < 100; ++batch) {
+            std::vector<UniqueFd> clients;
+            for (int i = 0; i < 20; ++i)
+                clients.push_back(connect_to(addr));
+            for (size_t i = 0; i < clients.size(); ++i) {
+                if (batch % 4 == 3) {
+                    send_all(clients[i].get(), "bye", 3);
+                    reset_close(clients[i]);
+                } else {
+                    ASSERT_TRUE(echoes(clients[i].get(), "batch " + std::to_string(batch)));
+                }
+            }
+        }
+        ASSERT_TRUE(
+            wait_until([&] { return relay.connection_count() == 0 && server.open_connections() == 0; }));
+        // And 200 that fail: the proxy is gone.
+        server.stop();
+        ::unlink(socket_path().c_str());
+        for (int i = 0; i < 200; ++i) {
+            UniqueFd client = connect_to(addr);
+            expect_closed_within(client.get(), 1s);
+        }
+        ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
+    }
+    EXPECT_EQ(count_fds(), baseline);
+    // The runner is stopped: reading the pool from this thread is safe now.
+    EXPECT_LE(relay.spare_buffer_count(), relay::Relay::kMaxSpareBytes / relay::RelayOptions().buffer_size);
+    relay.close_all();
+    EXPECT_EQ(count_fds(), baseline - 2);  // the listener and the spare Unix socket
+}
+
+TEST_F(RelayTest, ServesIpv6Loopback)
+{
+    UniqueFd probe(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in6 loop{};
+    loop.sin6_family = AF_INET6;
+    loop.sin6_addr = in6addr_loopback;
+    if (!probe || ::bind(probe.get(), reinterpret_cast<sockaddr*>(&loop), sizeof loop) < 0)
+        GTEST_SKIP() << "no ::1 here";
+    probe.reset();
+    EchoServer server(socket_path());
+    relay::Relay relay;
+    Address addr = listen(relay, AF_INET6);
+    RelayRunner runner(relay);
+    UniqueFd client = connect_to(addr);
+    EXPECT_TRUE(echoes(client.get(), "over ::1"));
+}
+
+TEST_F(RelayTest, OutOfFdsPausesAcceptingWithoutSpinning)
+{
+    constexpr size_t kClients = 8;
+    EchoServer server(socket_path());
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    relay::Relay relay(options);
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    std::vector<UniqueFd> clients;
+    for (size_t i = 0; i < kClients; ++i)
+        clients.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    {
+        // Three fds left for the relay and the echo server together: the relay runs out after
+        // a connection or two; the other clients wait in the listen backlog.
+        NofileLimit limit(limit_leaving(3));
+        ASSERT_TRUE(limit.ok());
+        for (UniqueFd& c : clients) {
+            ASSERT_EQ(::connect(c.get(), addr.get(), addr.len), 0);
+            set_timeouts(c.get(), 5s);
+        }
+        std::this_thread::sleep_for(100ms);
+        const uint64_t iterations = runner.iterations();
+        const auto cpu = runner.cpu();
+        std::this_thread::sleep_for(500ms);
+        // 10 ms run_once timeouts make ~50 rounds, the 100 ms pauses a few more; a relay spinning
+        // on the readable listener would make hundreds of thousands.
+        EXPECT_LT(runner.iterations() - iterations, 200u);
+        EXPECT_LT(runner.cpu() - cpu, 50ms);
+        EXPECT_LT(relay.connection_count(), kClients);
+    }
+    EXPECT_TRUE(log.contains("Too many open files"));
+    // fds are back: every client is served, none was dropped.
+    for (size_t i = 0; i < kClients; ++i)
+        EXPECT_TRUE(echoes(clients[i].get(), "client " + std::to_string(i))) << i;
+}
+
+TEST_F(RelayTest, StopsAcceptingAtMaxConnections)
+{
+    EchoServer server(socket_path());
+    relay::RelayOptions options;
+    options.max_connections = 2;
+    relay::Relay relay(options);
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    std::vector<UniqueFd> clients;
+    for (int i = 0; i < 4; ++i)
+        clients.push_back(connect_to(addr));
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 2; }));
+    EXPECT_TRUE(echoes(clients[0].get(), "one"));
+    EXPECT_TRUE(echoes(clients[1].get(), "two"));
+    // The third waits in the backlog: its bytes go nowhere yet.
+    ASSERT_TRUE(send_all(clients[2].get(), "three", 5));
+    pollfd pfd{clients[2].get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 200), 0);
+    EXPECT_EQ(relay.connection_count(), 2u);
+    // One closes; the third is accepted and its bytes arrive.
+    clients[0].reset();
+    char buf[5];
+    ASSERT_EQ(recv_exact(clients[2].get(), buf, 5), 5u);
+    EXPECT_EQ(std::string(buf, 5), "three");
+}
+
+TEST_F(RelayTest, CloseAllAndTheDestructorCloseEverything)
+{
+    EchoServer server(socket_path());
+    const size_t before = count_fds();
+    Address addr;
+    std::vector<UniqueFd> clients;
+    {
+        relay::Relay relay;
+        addr = listen(relay);
+        RelayRunner runner(relay);
+        for (int i = 0; i < 10; ++i) {
+            clients.push_back(connect_to(addr));
+            ASSERT_TRUE(echoes(clients.back().get(), "open"));
+        }
+        runner.stop();
+        relay.close_all();
+        EXPECT_EQ(relay.connection_count(), 0u);
+        for (UniqueFd& c : clients)
+            expect_closed_within(c.get(), 1s);
+        // The listener is closed too.
+        UniqueFd late(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        EXPECT_EQ(::connect(late.get(), addr.get(), addr.len), -1);
+        EXPECT_EQ(errno, ECONNREFUSED);
+
+        // A relay with live connections, destroyed without close_all.
+        relay::Relay other;
+        Address other_addr = listen(other);
+        RelayRunner other_runner(other);
+        UniqueFd client = connect_to(other_addr);
+        ASSERT_TRUE(echoes(client.get(), "open"));
+        other_runner.stop();
+        clients.push_back(std::move(client));
+    }
+    expect_closed_within(clients.back().get(), 1s);
+    clients.clear();
+    ASSERT_TRUE(wait_until([&] { return server.open_connections() == 0; }));
+    EXPECT_EQ(count_fds(), before);
+}
+
+TEST_F(RelayTest, RejectsWhatIsNotAListeningTcpSocket)
+{
+    relay::Relay relay;
+    UniqueFd udp(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    EXPECT_THROW(relay.add_listener(std::move(udp), socket_path()), UsageError);
+    UniqueFd unconnected(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_THROW(relay.add_listener(std::move(unconnected), socket_path()), UsageError);
+    EXPECT_THROW(relay.add_listener(unix_listener(m_dir / "other.sock"), socket_path()), UsageError);
+    UniqueFd pipe_end(::dup(STDIN_FILENO));
+    EXPECT_THROW(relay.add_listener(std::move(pipe_end), socket_path()), std::exception);
+    EXPECT_THROW(relay.add_listener(tcp_listener(), std::string(200, 'x')), UsageError);
+    EXPECT_THROW(relay.add_listener(tcp_listener(), ""), UsageError);
+    EXPECT_NO_THROW(relay.add_listener(tcp_listener(), socket_path()));
+}

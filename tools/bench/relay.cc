@@ -1,0 +1,764 @@
+// Relay benchmark driver: cocoon's relay::Relay against socat and a direct Unix connection, on
+// one stand-in proxy. Standalone; runs as its caller, on 127.0.0.1 and Unix sockets only.
+//
+// usage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N]
+//                           [--buffer-size BYTES] [--socat PATH] [--no-socat]
+//                           [--tests streams,rtt,rate,idle]
+//
+// Processes: this one (the clients), the stand-in proxy (an epoll server on a Unix socket), the
+// relay (relay::Relay in a child of its own, so its RSS is its alone), socat (exec'd, a process
+// per connection). Every loop is bounded by a count or a deadline.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/unique_fd.h"
+#include "relay/relay.h"
+
+using cocoon::UniqueFd;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t kMiB = 1024 * 1024;
+constexpr size_t kMessage = 64;
+// No process of the benchmark outlives this, whatever happens.
+constexpr auto kLifetime = 20min;
+
+struct Options {
+    size_t mib = 1024;
+    int pings = 5000;
+    int warmup_pings = 500;
+    double seconds = 3;
+    int clients = 4;
+    int idle = 10000;
+    size_t buffer_size = 64 * 1024;
+    std::string socat = "socat";
+    bool with_socat = true;
+    std::string tests = "streams,rtt,rate,idle";
+    bool runs(const std::string& test) const { return ("," + tests + ",").find("," + test + ",") != std::string::npos; }
+};
+
+[[noreturn]] void die(const std::string& message)
+{
+    std::fprintf(stderr, "relay_bench: %s\n", message.c_str());
+    std::exit(1);
+}
+
+[[noreturn]] void die_errno(const std::string& call) { die(call + ": " + std::strerror(errno)); }
+
+long parse_number(std::string_view flag, const char* text, long min)
+{
+    long value = 0;
+    std::string_view s = text;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size() || value < min)
+        die(std::string(flag) + ": expected an integer >= " + std::to_string(min) + ", got '" + s.data()
+            + "'");
+    return value;
+}
+
+Options parse(int argc, char** argv)
+{
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        auto value = [&]() -> const char* {
+            if (i + 1 >= argc)
+                die(std::string(arg) + " needs a value");
+            return argv[++i];
+        };
+        if (arg == "--mib")
+            o.mib = static_cast<size_t>(parse_number(arg, value(), 1));
+        else if (arg == "--pings")
+            o.pings = static_cast<int>(parse_number(arg, value(), 10));
+        else if (arg == "--seconds")
+            o.seconds = static_cast<double>(parse_number(arg, value(), 1));
+        else if (arg == "--clients")
+            o.clients = static_cast<int>(parse_number(arg, value(), 1));
+        else if (arg == "--idle")
+            o.idle = static_cast<int>(parse_number(arg, value(), 0));
+        else if (arg == "--buffer-size")
+            o.buffer_size = static_cast<size_t>(parse_number(arg, value(), 4096));
+        else if (arg == "--socat")
+            o.socat = value();
+        else if (arg == "--no-socat")
+            o.with_socat = false;
+        else if (arg == "--tests")
+            o.tests = value();
+        else
+            die("unknown argument: " + std::string(arg) +
+                "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
+                "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle]");
+    }
+    return o;
+}
+
+// Raises RLIMIT_NOFILE to at least `want` (the hard limit too, where privilege allows).
+// Returns the soft limit now in force.
+rlim_t raise_nofile(rlim_t want)
+{
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    if (lim.rlim_cur >= want)
+        return lim.rlim_cur;
+    rlimit more{want, std::max(want, lim.rlim_max)};
+    if (::setrlimit(RLIMIT_NOFILE, &more) == 0)
+        return want;
+    more = {lim.rlim_max, lim.rlim_max};
+    ::setrlimit(RLIMIT_NOFILE, &more);
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    return lim.rlim_cur;
+}
+
+void set_timeouts(int fd)
+{
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+bool send_all(int fd, const char* p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= static_cast<size_t>(n);
+    }
+    return true;
+}
+
+bool recv_exact(int fd, char* p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = ::recv(fd, p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= static_cast<size_t>(n);
+    }
+    return true;
+}
+
+sockaddr_un unix_address(const std::string& path)
+{
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path)
+        die("socket path too long: " + path);
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    return addr;
+}
+
+// Forks a child that runs `body` and exits; it dies with this process.
+pid_t spawn(const std::function<void()>& body)
+{
+    pid_t pid = ::fork();
+    if (pid < 0)
+        die_errno("fork");
+    if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        body();
+        std::fflush(nullptr);
+        ::_exit(0);
+    }
+    return pid;
+}
+
+void stop(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    ::kill(pid, SIGTERM);
+    int status;
+    ::waitpid(pid, &status, 0);
+}
+
+// ---- The stand-in proxy --------------------------------------------------------------------
+//
+// The first byte of a connection picks what it does:
+//   'S' sink: read to EOF, answer the byte count (8 bytes, host order), close;
+//   'G' + 8-byte count: send that many bytes, close;
+//   'E' echo every byte (the 'E' too) until EOF;
+//   'Q' echo the first 64 bytes (the 'Q' among them), then close first.
+
+struct ProxyConnection {
+    UniqueFd fd;
+    char mode = 0;
+    uint64_t count = 0;      // 'S': bytes read; 'Q': bytes echoed
+    std::string header;      // 'G': the count being read
+    uint64_t to_send = 0;    // 'G'
+    std::string pending;     // 'E'/'Q': echo bytes the socket did not take yet
+};
+
+class Proxy {
+public:
+    // `tcp`: a listening TCP socket served alike, the floor of any TCP relay.
+    Proxy(const std::string& path, UniqueFd tcp) : m_tcp(std::move(tcp))
+    {
+        m_listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        sockaddr_un addr = unix_address(path);
+        if (::bind(m_listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
+            die_errno("bind(" + path + ")");
+        if (::listen(m_listener.get(), 4096) < 0)
+            die_errno("listen");
+    }
+
+    void serve()
+    {
+        m_epoll.reset(::epoll_create1(EPOLL_CLOEXEC));
+        watch(m_listener.get(), EPOLLIN, EPOLL_CTL_ADD);
+        ::fcntl(m_tcp.get(), F_SETFL, O_NONBLOCK);
+        watch(m_tcp.get(), EPOLLIN, EPOLL_CTL_ADD);
+        std::vector<char> buf(kMiB);
+        std::vector<char> zeros(kMiB, 'g');
+        std::vector<epoll_event> events(512);
+        const auto deadline = Clock::now() + kLifetime;
+        while (Clock::now() < deadline) {
+            int n = ::epoll_wait(m_epoll.get(), events.data(), static_cast<int>(events.size()), 1000);
+            for (int i = 0; i < n; ++i) {
+                const int fd = events[i].data.fd;
+                if (fd == m_listener.get() || fd == m_tcp.get()) {
+                    accept_all(fd);
+                    continue;
+                }
+                auto it = m_connections.find(fd);
+                if (it == m_connections.end())
+                    continue;
+                if (!step(it->second, events[i].events, buf, zeros))
+                    m_connections.erase(it);
+            }
+        }
+    }
+
+private:
+    void watch(int fd, uint32_t events, int op)
+    {
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.fd = fd;
+        ::epoll_ctl(m_epoll.get(), op, fd, &ev);
+    }
+
+    void accept_all(int listener)
+    {
+        for (int i = 0; i < 1024; ++i) {
+            int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0)
+                return;
+            if (listener == m_tcp.get()) {
+                int one = 1;
+                ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            }
+            watch(fd, EPOLLIN, EPOLL_CTL_ADD);
+            m_connections[fd].fd.reset(fd);
+        }
+    }
+
+    // Sends what it can of c.pending; true when all is gone. Reads stop meanwhile.
+    bool flush(ProxyConnection& c)
+    {
+        while (!c.pending.empty()) {
+            ssize_t n = ::send(c.fd.get(), c.pending.data(), c.pending.size(), MSG_NOSIGNAL);
+            if (n < 0 && errno == EAGAIN) {
+                watch(c.fd.get(), EPOLLOUT, EPOLL_CTL_MOD);
+                return false;
+            }
+            if (n <= 0)
+                throw std::runtime_error("send");
+            c.pending.erase(0, static_cast<size_t>(n));
+        }
+        watch(c.fd.get(), EPOLLIN, EPOLL_CTL_MOD);
+        return true;
+    }
+
+    // Handles one event; false closes the connection.
+    bool step(ProxyConnection& c, uint32_t events, std::vector<char>& buf, const std::vector<char>& bytes)
+    {
+        try {
+            if (events & EPOLLOUT) {
+                if (c.mode == 'G') {
+                    for (int i = 0; i < 64 && c.to_send > 0; ++i) {
+                        size_t len = static_cast<size_t>(std::min<uint64_t>(c.to_send, bytes.size()));
+                        ssize_t n = ::send(c.fd.get(), bytes.data(), len, MSG_NOSIGNAL);
+                        if (n < 0 && errno == EAGAIN)
+                            return true;
+                        if (n <= 0)
+                            return false;
+                        c.to_send -= static_cast<uint64_t>(n);
+                    }
+                    return c.to_send > 0;
+                }
+                if (!flush(c))
+                    return true;
+                return !(c.mode == 'Q' && c.count >= kMessage);
+            }
+            ssize_t n = ::recv(c.fd.get(), buf.data(), buf.size(), 0);
+            if (n < 0)
+                return errno == EAGAIN || errno == EINTR;
+            if (n == 0) {
+                if (c.mode == 'S') {
+                    send_all(c.fd.get(), reinterpret_cast<const char*>(&c.count), sizeof c.count);
+                }
+                return false;
+            }
+            const char* data = buf.data();
+            size_t len = static_cast<size_t>(n);
+            if (c.mode == 0)
+                c.mode = data[0];
+            switch (c.mode) {
+            case 'S':
+                c.count += len;
+                return true;
+            case 'E':
+                c.pending.append(data, len);
+                flush(c);
+                return true;
+            case 'Q': {
+                size_t take = static_cast<size_t>(std::min<uint64_t>(len, kMessage - c.count));
+                c.pending.append(data, take);
+                c.count += take;
+                bool done = flush(c);
+                return !(done && c.count >= kMessage);
+            }
+            case 'G':
+                c.header.append(data, len);
+                if (c.header.size() >= 1 + sizeof(uint64_t)) {
+                    std::memcpy(&c.to_send, c.header.data() + 1, sizeof c.to_send);
+                    watch(c.fd.get(), EPOLLOUT, EPOLL_CTL_MOD);
+                }
+                return true;
+            default:
+                return false;
+            }
+        } catch (const std::exception&) {
+            return false;
+        }
+    }
+
+    UniqueFd m_listener;
+    UniqueFd m_tcp;
+    UniqueFd m_epoll;
+    std::unordered_map<int, ProxyConnection> m_connections;
+};
+
+// ---- The relay under test, in its own process ---------------------------------------------
+
+void run_relay(UniqueFd listener, const std::string& path, const Options& o)
+{
+    cocoon::relay::RelayOptions options;
+    options.buffer_size = o.buffer_size;
+    options.max_connections = static_cast<size_t>(o.idle) + 1000;
+    cocoon::relay::Relay relay(options);
+    relay.add_listener(std::move(listener), path);
+    const auto deadline = Clock::now() + kLifetime;
+    while (Clock::now() < deadline)
+        relay.run_once(1000);
+}
+
+long rss_kib(pid_t pid)
+{
+    std::ifstream status("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("Rss:", 0) == 0)
+            return std::stol(line.substr(4));
+    return -1;
+}
+
+size_t fd_count(pid_t pid)
+{
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e :
+        std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+        ++n;
+    return n;
+}
+
+// ---- Clients -------------------------------------------------------------------------------
+
+struct Target {
+    std::string label;
+    std::optional<sockaddr_in> tcp;  // else the Unix path
+    std::string path;
+
+    UniqueFd connect() const
+    {
+        UniqueFd fd;
+        if (tcp) {
+            fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*tcp), sizeof *tcp) < 0)
+                return UniqueFd();
+            int one = 1;
+            ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        } else {
+            fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            sockaddr_un addr = unix_address(path);
+            if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) < 0)
+                return UniqueFd();
+        }
+        set_timeouts(fd.get());
+        return fd;
+    }
+};
+
+double seconds_since(Clock::time_point start)
+{
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// MiB/s of one stream of `bytes` from the client to the proxy, until the proxy confirmed them.
+double upload(const Target& t, size_t bytes)
+{
+    std::vector<char> buf(kMiB, 'u');
+    buf[0] = 'S';
+    const auto start = Clock::now();
+    UniqueFd fd = t.connect();
+    if (!fd)
+        return 0;
+    for (size_t sent = 0; sent < bytes; sent += buf.size()) {
+        if (!send_all(fd.get(), buf.data(), std::min(buf.size(), bytes - sent)))
+            return 0;
+        buf[0] = 'u';
+    }
+    ::shutdown(fd.get(), SHUT_WR);
+    uint64_t confirmed = 0;
+    if (!recv_exact(fd.get(), reinterpret_cast<char*>(&confirmed), sizeof confirmed) || confirmed != bytes)
+        return 0;
+    return static_cast<double>(bytes) / kMiB / seconds_since(start);
+}
+
+// MiB/s of one stream of `bytes` from the proxy to the client.
+double download(const Target& t, size_t bytes)
+{
+    const auto start = Clock::now();
+    UniqueFd fd = t.connect();
+    if (!fd)
+        return 0;
+    char header[1 + sizeof(uint64_t)] = {'G'};
+    uint64_t want = bytes;
+    std::memcpy(header + 1, &want, sizeof want);
+    if (!send_all(fd.get(), header, sizeof header))
+        return 0;
+    std::vector<char> buf(kMiB);
+    uint64_t got = 0;
+    for (size_t i = 0; i < bytes; ++i) {  // each pass reads at least a byte
+        ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+        if (n <= 0)
+            break;
+        got += static_cast<uint64_t>(n);
+    }
+    if (got != bytes)
+        return 0;
+    return static_cast<double>(bytes) / kMiB / seconds_since(start);
+}
+
+struct Latency {
+    double median_us = 0;
+    double p99_us = 0;
+};
+
+// 64-byte round trips on one connection.
+Latency round_trips(const Target& t, int warmup, int count)
+{
+    UniqueFd fd = t.connect();
+    if (!fd)
+        return {};
+    char out[kMessage], in[kMessage];
+    std::memset(out, 'p', sizeof out);
+    out[0] = 'E';
+    std::vector<double> samples;
+    samples.reserve(static_cast<size_t>(count));
+    for (int i = 0; i < warmup + count; ++i) {
+        const auto start = Clock::now();
+        if (!send_all(fd.get(), out, sizeof out) || !recv_exact(fd.get(), in, sizeof in))
+            return {};
+        if (i >= warmup)
+            samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+        out[0] = 'p';
+    }
+    std::sort(samples.begin(), samples.end());
+    return {samples[samples.size() / 2], samples[samples.size() * 99 / 100]};
+}
+
+// Connections per second: connect, one 64-byte echo, close; `clients` threads for `seconds`.
+double connection_rate(const Target& t, int clients, double seconds, size_t& failures)
+{
+    std::atomic<size_t> done{0}, failed{0};
+    const auto start = Clock::now();
+    const auto deadline
+        = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    {
+        std::vector<std::jthread> threads;
+        for (int c = 0; c < clients; ++c)
+            threads.emplace_back([&] {
+                char out[kMessage], in[kMessage];
+                std::memset(out, 'q', sizeof out);
+                out[0] = 'Q';
+                for (int i = 0; i < 10'000'000 && Clock::now() < deadline; ++i) {
+                    UniqueFd fd = t.connect();
+                    if (fd && send_all(fd.get(), out, sizeof out) && recv_exact(fd.get(), in, sizeof in))
+                        ++done;
+                    else
+                        ++failed;
+                }
+            });
+    }
+    failures = failed.load();
+    return static_cast<double>(done.load()) / seconds_since(start);
+}
+
+struct IdleResult {
+    int open = 0;
+    double seconds = 0;
+    long rss_before_kib = 0;
+    long rss_after_kib = 0;
+    size_t relay_fds = 0;
+};
+
+// Opens `count` connections through the relay, each checked with a 1-byte echo, and keeps them.
+IdleResult idle_connections(const Target& t, int count, pid_t relay)
+{
+    IdleResult r;
+    r.rss_before_kib = rss_kib(relay);
+    std::vector<UniqueFd> open;
+    open.reserve(static_cast<size_t>(count));
+    const auto start = Clock::now();
+    for (int i = 0; i < count; ++i) {
+        UniqueFd fd = t.connect();
+        char byte = 'E';
+        if (!fd || !send_all(fd.get(), &byte, 1) || !recv_exact(fd.get(), &byte, 1))
+            break;
+        open.push_back(std::move(fd));
+    }
+    r.seconds = seconds_since(start);
+    r.open = static_cast<int>(open.size());
+    std::this_thread::sleep_for(200ms);
+    r.rss_after_kib = rss_kib(relay);
+    r.relay_fds = fd_count(relay);
+    return r;
+}
+
+// ---- Report --------------------------------------------------------------------------------
+
+std::string cell(double v, int precision = 0)
+{
+    if (v <= 0 || std::isnan(v))
+        return "-";
+    char s[32];
+    std::snprintf(s, sizeof s, "%.*f", precision, v);
+    return s;
+}
+
+std::string ratio(double a, double b)
+{
+    if (a <= 0 || b <= 0)
+        return "-";
+    char s[32];
+    std::snprintf(s, sizeof s, "%.2fx", a / b);
+    return s;
+}
+
+struct Measured {
+    double up = 0, down = 0, rate = 0;
+    size_t rate_failures = 0;
+    Latency rtt;
+};
+
+// One line of the table: the four paths, the two ratios the targets name, the target.
+void row(const char* name, double relay, double socat, double direct, double tcp, int precision,
+         const std::string& target, bool met)
+{
+    std::printf("%-22s %9s %9s %9s %9s %12s %13s   %-28s %s\n", name, cell(relay, precision).c_str(),
+                cell(socat, precision).c_str(), cell(direct, precision).c_str(), cell(tcp, precision).c_str(),
+                ratio(relay, socat).c_str(), ratio(relay, direct).c_str(), target.c_str(),
+                target.empty() ? "" : met ? "met" : "MISSED");
+}
+
+// A listening socket on 127.0.0.1 and a free port; its address lands in `addr`.
+UniqueFd tcp_listen(sockaddr_in& addr)
+{
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0 || ::listen(fd.get(), 4096) < 0 ||
+        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0)
+        die_errno("listen(127.0.0.1)");
+    return fd;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    Options o = parse(argc, argv);
+    if (!o.runs("idle"))
+        o.idle = 0;
+    const int requested_idle = o.idle;
+    // The relay holds two fds per connection, plus a few of its own.
+    const rlim_t want_fds = static_cast<rlim_t>(o.idle) * 2 + 64;
+    const rlim_t have_fds = raise_nofile(want_fds);
+    if (have_fds < want_fds) {
+        const int fit = static_cast<int>((have_fds - 64) / 2);
+        std::fprintf(stderr, "relay_bench: RLIMIT_NOFILE allows %llu fds (a higher hard limit needs CAP_SYS_RESOURCE): %d idle connections instead of %d\n",
+                     static_cast<unsigned long long>(have_fds), fit, o.idle);
+        o.idle = std::max(fit, 0);
+    }
+
+    char tmpl[] = "/tmp/cocoon-bench-relay.XXXXXX";
+    if (!::mkdtemp(tmpl))
+        die_errno("mkdtemp");
+    const std::string dir = tmpl;
+    const std::string path = dir + "/proxy.sock";
+
+    // Listeners are made here so their ports are known; the children take them.
+    sockaddr_in proxy_addr{}, relay_addr{}, socat_addr{};
+    UniqueFd proxy_tcp = tcp_listen(proxy_addr);
+    pid_t proxy = spawn([&] {
+        Proxy server(path, std::move(proxy_tcp));
+        server.serve();
+    });
+    proxy_tcp.reset();
+    for (int i = 0; i < 500 && !std::filesystem::exists(path); ++i)
+        std::this_thread::sleep_for(2ms);
+
+    UniqueFd listener = tcp_listen(relay_addr);
+    pid_t relay = spawn([&] { run_relay(std::move(listener), path, o); });
+    listener.reset();
+
+    pid_t socat = -1;
+    if (o.with_socat) {
+        // A free port: bound to 0, read, let go; socat binds it again with reuseaddr.
+        tcp_listen(socat_addr);
+        const std::string listen_arg =
+            "TCP-LISTEN:" + std::to_string(ntohs(socat_addr.sin_port)) + ",bind=127.0.0.1,fork,reuseaddr";
+        const std::string connect_arg = "UNIX-CONNECT:" + path;
+        socat = spawn([&] {
+            ::execlp(o.socat.c_str(), o.socat.c_str(), listen_arg.c_str(), connect_arg.c_str(), nullptr);
+            std::fprintf(stderr, "relay_bench: exec %s: %s\n", o.socat.c_str(), std::strerror(errno));
+            ::_exit(127);
+        });
+    }
+
+    const Target direct{"direct", std::nullopt, path};
+    const Target tcp{"tcp", proxy_addr, ""};
+    const Target through_relay{"relay", relay_addr, ""};
+    const Target through_socat{"socat", socat_addr, ""};
+    std::vector<const Target*> targets{&direct, &tcp, &through_relay};
+    if (o.with_socat)
+        targets.push_back(&through_socat);
+    // Each must answer an echo before anything is measured.
+    for (const Target* t : targets) {
+        bool up = false;
+        for (int i = 0; i < 500 && !up; ++i) {
+            UniqueFd fd = t->connect();
+            char c = 'E';
+            up = fd && send_all(fd.get(), &c, 1) && recv_exact(fd.get(), &c, 1);
+            if (!up)
+                std::this_thread::sleep_for(10ms);
+        }
+        if (!up)
+            die(t->label + " does not answer");
+    }
+
+    const size_t bytes = o.mib * kMiB;
+    std::printf(
+        "cocoon relay benchmark: %zu MiB streams, %d round trips of %zu bytes, %d clients x %.0f s of "
+        "connections, %d idle connections; relay buffers of %zu bytes; %u CPUs\n",
+        o.mib, o.pings, kMessage, o.clients, o.seconds, o.idle, o.buffer_size,
+        std::thread::hardware_concurrency());
+    std::printf("relay: cocoon's Relay, 127.0.0.1 -> Unix socket; socat: socat fork (a process per "
+                "connection); direct: the Unix socket itself; tcp: 127.0.0.1 to the proxy itself, the "
+                "floor of any TCP relay\n\n");
+    std::fflush(stdout);
+
+    auto measure = [&](const Target& t) {
+        Measured m;
+        if (o.runs("streams")) {
+            m.up = upload(t, bytes);
+            m.down = download(t, bytes);
+        }
+        if (o.runs("rtt"))
+            m.rtt = round_trips(t, o.warmup_pings, o.pings);
+        if (o.runs("rate"))
+            m.rate = connection_rate(t, o.clients, o.seconds, m.rate_failures);
+        std::fprintf(stderr,
+            "relay_bench: %-6s up %.0f MiB/s, down %.0f MiB/s, rtt %.1f/%.1f us, %.0f conn/s "
+            "(%zu failed)\n",
+            t.label.c_str(), m.up, m.down, m.rtt.median_us, m.rtt.p99_us, m.rate, m.rate_failures);
+        return m;
+    };
+    const Measured d = measure(direct);
+    const Measured t = measure(tcp);
+    const Measured r = measure(through_relay);
+    const Measured s = o.with_socat ? measure(through_socat) : Measured{};
+    const IdleResult idle = idle_connections(through_relay, o.idle, relay);
+
+    std::printf("%-22s %9s %9s %9s %9s %12s %13s   %s\n", "", "relay", "socat", "direct", "tcp",
+        "relay/socat", "relay/direct", "target");
+    row("upload MiB/s", r.up, s.up, d.up, t.up, 0, ">= 6x socat, >= 0.5x direct",
+        r.up >= 6 * s.up && r.up >= 0.5 * d.up);
+    row("download MiB/s", r.down, s.down, d.down, t.down, 0, ">= 6x socat, >= 0.5x direct",
+        r.down >= 6 * s.down && r.down >= 0.5 * d.down);
+    row("round trip median us", r.rtt.median_us, s.rtt.median_us, d.rtt.median_us, t.rtt.median_us, 1,
+        "<= 1.5x direct", r.rtt.median_us <= 1.5 * d.rtt.median_us);
+    row("round trip p99 us", r.rtt.p99_us, s.rtt.p99_us, d.rtt.p99_us, t.rtt.p99_us, 1, "", true);
+    row("connections/s", r.rate, s.rate, d.rate, t.rate, 0, ">= 15x socat", r.rate >= 15 * s.rate);
+    if (o.runs("idle")) {
+        const double growth_mib = static_cast<double>(idle.rss_after_kib - idle.rss_before_kib) / 1024;
+        const bool all = idle.open == requested_idle;
+        std::printf("\nidle connections through the relay: %d of %d (opened in %.2f s); relay RSS %.1f -> %.1f "
+                    "MiB, growth %.1f MiB (%.0f bytes per connection); relay fds %zu\ntarget: %d connections, "
+                    "RSS growth <= 32 MiB: %s\n",
+                    idle.open, requested_idle, idle.seconds, static_cast<double>(idle.rss_before_kib) / 1024,
+                    static_cast<double>(idle.rss_after_kib) / 1024, growth_mib,
+                    idle.open ? growth_mib * kMiB / idle.open : 0.0, idle.relay_fds, requested_idle,
+                    growth_mib > 32 ? "MISSED" : all ? "met" : "growth met, count MISSED (RLIMIT_NOFILE)");
+    }
+    if (r.rate_failures || d.rate_failures || s.rate_failures || t.rate_failures)
+        std::printf("failed connections: relay %zu, socat %zu, direct %zu, tcp %zu\n", r.rate_failures,
+                    s.rate_failures, d.rate_failures, t.rate_failures);
+
+    stop(socat);
+    stop(relay);
+    stop(proxy);
+    std::filesystem::remove_all(dir);
+    return 0;
+}
