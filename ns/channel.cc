@@ -2,6 +2,7 @@
 // Used by the monitor (receiving) and the sandbox's setup processes (sending).
 #include "ns/channel.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@ namespace {
 constexpr char kError = 'E';
 constexpr char kStatus = 'S';
 constexpr char kListeners = 'L';
+constexpr char kNamespaces = 'N';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
 
 void send_fds(int sock, const std::vector<UniqueFd>& fds)
@@ -43,6 +45,13 @@ void send_fds(int sock, const std::vector<UniqueFd>& fds)
 
 } // namespace
 
+const std::array<ReportedNamespace, 6> kReportedNamespaces = {{{CLONE_NEWCGROUP, "cgroup"},
+                                                                {CLONE_NEWIPC, "ipc"},
+                                                                {CLONE_NEWNS, "mnt"},
+                                                                {CLONE_NEWNET, "net"},
+                                                                {CLONE_NEWPID, "pid"},
+                                                                {CLONE_NEWUTS, "uts"}}};
+
 void send_message(int sock, const Message& msg)
 {
     std::string data;
@@ -52,6 +61,9 @@ void send_message(int sock, const Message& msg)
     }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
         data = kError + err->text;
+    } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
+        data.assign(1, kNamespaces);
+        data.append(reinterpret_cast<const char*>(ns->inodes.data()), sizeof ns->inodes);
     } else {
         int status = std::get<StatusMsg>(msg).wait_status;
         data.assign(1, kStatus);
@@ -90,6 +102,11 @@ std::optional<Message> receive_message(int sock, bool blocking)
             int status;
             std::memcpy(&status, buf + 1, sizeof status);
             return StatusMsg{status};
+        }
+        if (buf[0] == kNamespaces && n == 1 + sizeof(NamespacesMsg::inodes)) {
+            NamespacesMsg ns;
+            std::memcpy(ns.inodes.data(), buf + 1, sizeof ns.inodes);
+            return ns;
         }
         if (buf[0] == kError)
             return ErrorMsg{std::string(buf + 1, static_cast<size_t>(n - 1))};

@@ -2,6 +2,7 @@
 // and PID 2 until it execs) to the monitor, over one SOCK_SEQPACKET pair.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <variant>
@@ -23,7 +24,20 @@ struct StatusMsg {
 struct ListenersMsg {
     std::vector<UniqueFd> fds;
 };
-using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg>;
+// The sandbox's namespaces for --info-fd/--json-status-fd, as the first
+// process sees them: the monitor cannot read /proc/PID/ns of a process that
+// made itself non-dumpable, so the sandbox reports them itself.
+struct NamespacesMsg {
+    std::array<unsigned long long, 6> inodes{};  // kReportedNamespaces order; 0: not new
+};
+using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg>;
+
+// bwrap's report names these namespaces, in this order, when they are new.
+struct ReportedNamespace {
+    unsigned long long clone_flag;
+    const char* name;
+};
+extern const std::array<ReportedNamespace, 6> kReportedNamespaces;
 
 // Best effort for errors and status: a dead monitor is not the sender's
 // problem. Sending listeners throws SysError when it fails.

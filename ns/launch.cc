@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -137,6 +138,18 @@ void own_process_group(const LaunchPlan& plan)
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
 
+NamespacesMsg own_namespaces(const LaunchPlan& plan)
+{
+    NamespacesMsg msg;
+    for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
+        struct stat st;
+        std::string path = std::string("/proc/self/ns/") + kReportedNamespaces[i].name;
+        if ((plan.clone_flags & kReportedNamespaces[i].clone_flag) && ::stat(path.c_str(), &st) == 0)
+            msg.inodes[i] = st.st_ino;
+    }
+    return msg;
+}
+
 // Dies with the monitor; and if the monitor is gone already (it died between
 // clone and here), goes now: its end of the channel is closed then.
 void die_with_monitor(int sock)
@@ -168,6 +181,10 @@ void die_with_monitor(int sock)
 [[noreturn]] void child_main(const LaunchPlan& plan, int sock, const sigset_t& caller_mask)
 {
     try {
+        // 0. Report the new namespaces (--info-fd, --json-status-fd) while
+        // /proc/self/ns is still ours to read.
+        if (plan.info_fd >= 0 || plan.json_status_fd >= 0)
+            send_message(sock, own_namespaces(plan));
         // 1. User namespace: map the caller's ids.
         if (plan.clone_flags & CLONE_NEWUSER)
             write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);

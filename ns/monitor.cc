@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -51,24 +50,15 @@ void write_all(int fd, const std::string& text)
 }
 
 // bwrap's report: the sandbox's first pid and the inodes of its new namespaces.
-std::string namespace_report(const LaunchPlan& plan, pid_t pid, bool pretty)
+std::string namespace_report(pid_t pid, const NamespacesMsg& ns, bool pretty)
 {
-    static const struct {
-        unsigned long long flag;
-        const char* name;
-    } kNamespaces[] = {{CLONE_NEWCGROUP, "cgroup"}, {CLONE_NEWIPC, "ipc"}, {CLONE_NEWNS, "mnt"},
-                       {CLONE_NEWNET, "net"},       {CLONE_NEWPID, "pid"}, {CLONE_NEWUTS, "uts"}};
     std::string out = pretty ? "{\n    \"child-pid\": " : "{ \"child-pid\": ";
     out += std::to_string(pid);
-    for (auto& ns : kNamespaces) {
-        if (!(plan.clone_flags & ns.flag))
-            continue;
-        struct stat st;
-        std::string path = "/proc/" + std::to_string(pid) + "/ns/" + ns.name;
-        if (::stat(path.c_str(), &st) < 0)
+    for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
+        if (!ns.inodes[i])
             continue;
         out += pretty ? ",\n    \"" : ", \"";
-        out += std::string(ns.name) + "-namespace\": " + std::to_string(st.st_ino);
+        out += std::string(kReportedNamespaces[i].name) + "-namespace\": " + std::to_string(ns.inodes[i]);
     }
     out += pretty ? "\n}\n" : " }\n";
     return out;
@@ -106,11 +96,6 @@ sigset_t monitor_signals(const LaunchPlan& plan)
 
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent)
 {
-    if (plan.info_fd >= 0)
-        write_all(plan.info_fd, namespace_report(plan, pid, true));
-    if (plan.json_status_fd >= 0)
-        write_all(plan.json_status_fd, namespace_report(plan, pid, false));
-
     sigset_t handled = monitor_signals(plan);
     UniqueFd sfd;
     if (!sigisemptyset(&handled))
@@ -131,7 +116,13 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                 error = err->text;
         } else if (auto* status = std::get_if<StatusMsg>(&msg)) {
             command_status = status->wait_status;
-        } else if (relays && listeners_received < plan.relays.size()) {
+        } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
+            if (plan.info_fd >= 0)
+                write_all(plan.info_fd, namespace_report(pid, *ns, true));
+            if (plan.json_status_fd >= 0)
+                write_all(plan.json_status_fd, namespace_report(pid, *ns, false));
+        } else if (std::holds_alternative<ListenersMsg>(msg) && relays &&
+                   listeners_received < plan.relays.size()) {
             // One message per --relay, in command-line order.
             const std::string& socket = plan.relays[listeners_received++].socket;
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)

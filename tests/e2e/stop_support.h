@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -54,7 +55,7 @@ inline bool wait_until(const std::function<bool()>& done, int timeout_ms, int st
 struct ProcStat {
     char state = '?';
     pid_t ppid = 0, pgid = 0, sid = 0;
-    unsigned long long start = 0;  // clock ticks after boot: tells a reused pid apart
+    unsigned long long start = 0; // clock ticks after boot: tells a reused pid apart
 };
 
 inline std::optional<ProcStat> proc_stat(pid_t pid)
@@ -67,7 +68,7 @@ inline std::optional<ProcStat> proc_stat(pid_t pid)
     ProcStat st;
     in >> st.state >> st.ppid >> st.pgid >> st.sid;
     std::string skip;
-    for (int field = 7; field < 22; ++field)  // tty_nr .. itrealvalue
+    for (int field = 7; field < 22; ++field) // tty_nr .. itrealvalue
         in >> skip;
     in >> st.start;
     if (!in)
@@ -95,7 +96,7 @@ struct ProcessId {
     static ProcessId of(pid_t pid)
     {
         auto st = proc_stat(pid);
-        return {pid, st ? st->start : 0};
+        return { pid, st ? st->start : 0 };
     }
 
     // Not exited: /proc still shows it with the same start time, and not as a zombie.
@@ -146,7 +147,7 @@ inline std::set<pid_t> process_groups_under(pid_t root)
             pgid[pid] = st->pgid;
         }
     std::set<pid_t> groups;
-    std::vector<pid_t> todo {root};
+    std::vector<pid_t> todo { root };
     while (!todo.empty()) {
         pid_t pid = todo.back();
         todo.pop_back();
@@ -159,37 +160,41 @@ inline std::set<pid_t> process_groups_under(pid_t root)
     return groups;
 }
 
-// The fd number cocoon gets its --json-status-fd on.
+// The fd numbers cocoon gets its --json-status-fd and --info-fd on.
 constexpr int kJsonFd = 9;
+constexpr int kInfoFd = 8;
 
 inline int code_of(int wait_status)
 {
     return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 }
 
-// The command line that spawn() runs: cocoon, --json-status-fd kJsonFd, then `args`.
-inline std::vector<std::string> cocoon_argv(const std::vector<std::string>& args)
+// The command line for spawn(): cocoon, --json-status-fd kJsonFd (and --info-fd kInfoFd), `args`.
+inline std::vector<std::string> cocoon_argv(const std::vector<std::string>& args, bool info = false)
 {
-    std::vector<std::string> argv {cocoon_bin(), "--json-status-fd", std::to_string(kJsonFd)};
+    std::vector<std::string> argv { cocoon_bin(), "--json-status-fd", std::to_string(kJsonFd) };
+    if (info)
+        argv.insert(argv.end(), { "--info-fd", std::to_string(kInfoFd) });
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
 }
 
 // Starts `argv` in its own process group (signals meant for cocoon's group must never reach the
-// test runner), with default signal dispositions and an empty mask, stdin from /dev/null, stdout
-// and stderr on out_fd, and json_fd as kJsonFd. The child makes only async-signal-safe calls, so
-// this may run on any thread.
-inline pid_t spawn(const std::vector<std::string>& argv, int json_fd, int out_fd)
+// test runner), with default signal dispositions and an empty mask, stdin from /dev/null, and
+// each fds[i].first as fds[i].second (fd numbers below 100); every other fd closes on exec. The
+// child makes only async-signal-safe calls, so this may run on any thread.
+inline pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds)
 {
     std::vector<char*> args;
     for (const std::string& arg : argv)
         args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
+    std::vector<int> moved(fds.size());
     pid_t pid = ::fork();
     if (pid != 0)
         return pid;
     ::setpgid(0, 0);
-    struct sigaction dfl {};
+    struct sigaction dfl { };
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig)
         if (sig != SIGKILL && sig != SIGSTOP)
@@ -197,29 +202,46 @@ inline pid_t spawn(const std::vector<std::string>& argv, int json_fd, int out_fd
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    int null = ::open("/dev/null", O_RDONLY);
-    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(out_fd, 2) < 0)
+    // Out of the way first, so that no source is overwritten before it is moved.
+    for (size_t i = 0; i < fds.size(); ++i)
+        if ((moved[i] = ::fcntl(fds[i].first, F_DUPFD_CLOEXEC, 100)) < 0)
+            ::_exit(127);
+    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || ::dup2(null, 0) < 0)
         ::_exit(127);
-    if (json_fd == kJsonFd ? ::fcntl(kJsonFd, F_SETFD, 0) < 0 : ::dup2(json_fd, kJsonFd) < 0)
-        ::_exit(127);
+    for (size_t i = 0; i < fds.size(); ++i)
+        if (::dup2(moved[i], fds[i].second) < 0)
+            ::_exit(127);
     ::execv(args[0], args.data());
     ::_exit(127);
+}
+
+// spawn(argv) with stdout and stderr on out_fd, json_fd as kJsonFd and, if given, info_fd as kInfoFd.
+inline pid_t spawn_cocoon(const std::vector<std::string>& argv, int json_fd, int out_fd, int info_fd = -1)
+{
+    std::vector<std::pair<int, int>> fds { { out_fd, 1 }, { out_fd, 2 }, { json_fd, kJsonFd } };
+    if (info_fd >= 0)
+        fds.emplace_back(info_fd, kInfoFd);
+    return spawn(argv, fds);
 }
 
 // A cocoon running in the background, and its sandbox. Whatever is still running of either when
 // this goes away is SIGKILLed, so a failed test leaves nothing behind.
 class Sandbox {
 public:
-    // Starts cocoon with `args` as the test's child; its output goes to out_path.
-    Sandbox(const std::vector<std::string>& args, const std::string& out_path) : m_out_path(out_path)
+    // Starts cocoon with `args` as the test's child; its output goes to out_path. With info_fd,
+    // cocoon also gets --info-fd on (a duplicate of) it.
+    Sandbox(const std::vector<std::string>& args, const std::string& out_path, int info_fd = -1)
+        : m_out_path(out_path)
     {
         int fds[2];
-        if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0)
+        if (::pipe2(fds, O_CLOEXEC) < 0)
             throw std::runtime_error("pipe2 failed");
         m_json.reset(fds[0]);
+        ::fcntl(m_json.get(), F_SETFL, O_NONBLOCK);
         UniqueFd json_w(fds[1]);
         UniqueFd out(::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        pid_t pid = spawn(cocoon_argv(args), json_w.get(), out.get());
+        pid_t pid = spawn_cocoon(cocoon_argv(args, info_fd >= 0), json_w.get(), out.get(), info_fd);
         if (pid < 0)
             throw std::runtime_error("fork failed");
         m_cocoon = ProcessId::of(pid);
@@ -228,13 +250,17 @@ public:
 
     // A cocoon that another process started: its pid and the read end of its status pipe.
     Sandbox(pid_t cocoon, UniqueFd json, const std::string& out_path)
-        : m_out_path(out_path), m_cocoon(ProcessId::of(cocoon)), m_json(std::move(json))
+        : m_out_path(out_path)
+        , m_cocoon(ProcessId::of(cocoon))
+        , m_json(std::move(json))
     {
         ::fcntl(m_json.get(), F_SETFL, O_NONBLOCK);
     }
 
     ~Sandbox()
     {
+        if (m_pid1.pid <= 0)
+            wait_started(0); // PID 1 from the report, if it came: without it the sandbox would stay
         if (m_pid1.running())
             ::kill(m_pid1.pid, SIGKILL);
         if (m_cocoon.running())
@@ -294,6 +320,12 @@ public:
         return lines(m_report);
     }
 
+    std::string last_status_line()
+    {
+        std::vector<std::string> report = status_lines();
+        return report.empty() ? "" : report.back();
+    }
+
     // cocoon has not exited. For our child, reaps it when it has.
     bool running()
     {
@@ -336,8 +368,8 @@ public:
     {
         for (pid_t pid : processes_in_pid_ns(m_pid_ns)) {
             auto st = proc_stat(pid);
-            if (st && st->ppid == m_pid1.pid &&
-                contains(read_file("/proc/" + std::to_string(pid) + "/cmdline"), marker))
+            if (st && st->ppid == m_pid1.pid
+                && contains(read_file("/proc/" + std::to_string(pid) + "/cmdline"), marker))
                 return pid;
         }
         return std::nullopt;
@@ -347,9 +379,13 @@ public:
     {
         const std::string quoted = "\"" + key + "\": ";
         const size_t at = line.find(quoted);
+        long long value = 0;
         if (at == std::string::npos)
             return std::nullopt;
-        return std::stoll(line.substr(at + quoted.size()));
+        const char* begin = line.data() + at + quoted.size();
+        if (std::from_chars(begin, line.data() + line.size(), value).ec != std::errc())
+            return std::nullopt;
+        return value;
     }
 
 private:
