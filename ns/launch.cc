@@ -267,9 +267,9 @@ int launch(const LaunchPlan& in)
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
     restore_affinity(plan);
-    // The relay splices into sockets whose peer may be gone; SIGPIPE must not
-    // kill the monitor. Set only now, so the sandbox does not inherit it.
     if (!plan.relays.empty()) {
+        // The relay sends with MSG_NOSIGNAL; this is a second guard, set only
+        // now so the sandbox does not inherit it.
         ::signal(SIGPIPE, SIG_IGN);
         // Each relayed connection holds about two fds in the monitor; use the
         // whole hard limit (the sandbox was cloned with the caller's limits).

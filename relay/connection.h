@@ -21,7 +21,7 @@ enum class Outcome {
 };
 
 // Memory bound: the object (about 100 bytes) plus, per direction, at most one buffer of
-// RelayOptions::buffer_size (64 KiB by default), held only while bytes are in it. Idle
+// RelayOptions::buffer_size (256 KiB by default), held only while bytes are in it. Idle
 // connections hold two socket fds and no buffer. A direction reads its source only while its
 // buffer has room, so a slow reader leaves the bytes in the writer's socket buffers, which the
 // kernel bounds (tcp_rmem/wmem, unix wmem) and TCP flow control pushes back.
@@ -61,7 +61,7 @@ private:
     enum class Status { Idle, Busy, Reset };
 
     static constexpr size_t index(Side side) { return static_cast<size_t>(side); }
-    Status pump(Direction& dir, Endpoint& src, Endpoint& dst, BufferPool& buffers);
+    Status pump(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers);
 
     Endpoint m_end[2];
     Direction m_dir[2];  // indexed by the source side: m_dir[Tcp] carries tcp -> unix

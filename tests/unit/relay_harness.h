@@ -36,8 +36,7 @@ namespace cocoon::relay_test {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-
-inline constexpr uint64_t kMiB = 1024 * 1024;
+inline constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 
 // ---- Sockets -------------------------------------------------------------------------------
 
@@ -215,8 +214,8 @@ inline std::set<int> open_fds()
 // Less the directory_iterator's own fd, which is open while it lists.
 inline size_t count_fds() { return open_fds().size() - 1; }
 
-// VmRSS, counted exactly: smaps_rollup walks the page tables, while /proc/self/status may show
-// per-CPU counters that lag behind.
+// Resident memory in KiB (VmRSS), counted exactly: smaps_rollup walks the page tables, while
+// /proc/self/status may show per-CPU counters that lag behind.
 inline long vm_rss_kib()
 {
     std::ifstream status("/proc/self/smaps_rollup");
@@ -251,7 +250,7 @@ inline rlim_t limit_leaving(size_t free)
 {
     std::set<int> fds = open_fds();
     int fd = 0;
-    for (size_t found = 0;; ++fd)
+    for (size_t found = 0; fd < (1 << 20); ++fd)
         if (!fds.count(fd) && ++found == free + 1)  // +1: the listing's own fd is closed by now
             break;
     return static_cast<rlim_t>(fd + 1);

@@ -3,7 +3,7 @@
 //
 // usage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N]
 //                           [--buffer-size BYTES] [--socat PATH] [--no-socat]
-//                           [--tests streams,rtt,rate,idle]
+//                           [--tests streams,rtt,rate,idle] [--rounds N]
 //
 // Processes: this one (the clients), the stand-in proxy (an epoll server on a Unix socket), the
 // relay (relay::Relay in a child of its own, so its RSS is its alone), socat (exec'd, a process
@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -32,6 +33,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,7 +51,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr size_t kMiB = 1024 * 1024;
+constexpr size_t kMiB = size_t{1024} * 1024;
 constexpr size_t kMessage = 64;
 // No process of the benchmark outlives this, whatever happens.
 constexpr auto kLifetime = 20min;
@@ -58,14 +60,18 @@ struct Options {
     size_t mib = 1024;
     int pings = 5000;
     int warmup_pings = 500;
+    int rounds = 4;
     double seconds = 3;
     int clients = 4;
     int idle = 10000;
-    size_t buffer_size = 64 * 1024;
+    size_t buffer_size = size_t{256} * 1024;
     std::string socat = "socat";
     bool with_socat = true;
     std::string tests = "streams,rtt,rate,idle";
-    bool runs(const std::string& test) const { return ("," + tests + ",").find("," + test + ",") != std::string::npos; }
+    bool runs(const std::string& test) const
+    {
+        return ("," + tests + ",").find("," + test + ",") != std::string::npos;
+    }
 };
 
 [[noreturn]] void die(const std::string& message)
@@ -115,10 +121,13 @@ Options parse(int argc, char** argv)
             o.with_socat = false;
         else if (arg == "--tests")
             o.tests = value();
+        else if (arg == "--rounds")
+            o.rounds = static_cast<int>(parse_number(arg, value(), 1));
         else
-            die("unknown argument: " + std::string(arg) +
-                "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
-                "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle]");
+            die("unknown argument: " + std::string(arg)
+                + "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
+                  "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle] "
+                  "[--rounds N]");
     }
     return o;
 }
@@ -401,6 +410,27 @@ long rss_kib(pid_t pid)
     return -1;
 }
 
+// utime + stime of a process, in milliseconds.
+double cpu_ms(pid_t pid)
+{
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    size_t end = text.rfind(')');  // the command may hold spaces
+    if (end == std::string::npos)
+        return 0;
+    std::vector<std::string> fields;
+    size_t pos = end + 2;
+    for (int i = 0; i < 14 && pos < text.size(); ++i) {  // fields 3..16
+        size_t next = text.find(' ', pos);
+        fields.push_back(text.substr(pos, next - pos));
+        pos = next + 1;
+    }
+    if (fields.size() < 14)
+        return 0;
+    const double ticks = static_cast<double>(std::stoull(fields[11]) + std::stoull(fields[12]));
+    return ticks * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 size_t fd_count(pid_t pid)
 {
     size_t n = 0;
@@ -442,82 +472,81 @@ double seconds_since(Clock::time_point start)
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// MiB/s of one stream of `bytes` from the client to the proxy, until the proxy confirmed them.
-double upload(const Target& t, size_t bytes)
+// Seconds for one stream of `bytes` from the client to the proxy, until the proxy confirmed
+// them all; nullopt if anything failed.
+std::optional<double> upload(const Target& t, size_t bytes)
 {
     std::vector<char> buf(kMiB, 'u');
     buf[0] = 'S';
     const auto start = Clock::now();
     UniqueFd fd = t.connect();
     if (!fd)
-        return 0;
+        return std::nullopt;
     for (size_t sent = 0; sent < bytes; sent += buf.size()) {
         if (!send_all(fd.get(), buf.data(), std::min(buf.size(), bytes - sent)))
-            return 0;
+            return std::nullopt;
         buf[0] = 'u';
     }
     ::shutdown(fd.get(), SHUT_WR);
     uint64_t confirmed = 0;
     if (!recv_exact(fd.get(), reinterpret_cast<char*>(&confirmed), sizeof confirmed) || confirmed != bytes)
-        return 0;
-    return static_cast<double>(bytes) / kMiB / seconds_since(start);
+        return std::nullopt;
+    return seconds_since(start);
 }
 
-// MiB/s of one stream of `bytes` from the proxy to the client.
-double download(const Target& t, size_t bytes)
+// Seconds for one stream of `bytes` from the proxy to the client, to its EOF.
+std::optional<double> download(const Target& t, size_t bytes)
 {
     const auto start = Clock::now();
     UniqueFd fd = t.connect();
     if (!fd)
-        return 0;
+        return std::nullopt;
     char header[1 + sizeof(uint64_t)] = {'G'};
     uint64_t want = bytes;
     std::memcpy(header + 1, &want, sizeof want);
     if (!send_all(fd.get(), header, sizeof header))
-        return 0;
+        return std::nullopt;
     std::vector<char> buf(kMiB);
     uint64_t got = 0;
-    for (size_t i = 0; i < bytes; ++i) {  // each pass reads at least a byte
+    for (size_t i = 0; i <= bytes; ++i) {  // each pass reads at least a byte, or ends
         ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
         if (n <= 0)
             break;
         got += static_cast<uint64_t>(n);
     }
     if (got != bytes)
-        return 0;
-    return static_cast<double>(bytes) / kMiB / seconds_since(start);
+        return std::nullopt;
+    return seconds_since(start);
 }
 
-struct Latency {
-    double median_us = 0;
-    double p99_us = 0;
-};
-
-// 64-byte round trips on one connection.
-Latency round_trips(const Target& t, int warmup, int count)
+// `count` 64-byte round trips on one connection, after `warmup` more; appends microseconds.
+bool round_trips(const Target& t, int warmup, int count, std::vector<double>& samples)
 {
     UniqueFd fd = t.connect();
     if (!fd)
-        return {};
+        return false;
     char out[kMessage], in[kMessage];
     std::memset(out, 'p', sizeof out);
     out[0] = 'E';
-    std::vector<double> samples;
-    samples.reserve(static_cast<size_t>(count));
     for (int i = 0; i < warmup + count; ++i) {
         const auto start = Clock::now();
         if (!send_all(fd.get(), out, sizeof out) || !recv_exact(fd.get(), in, sizeof in))
-            return {};
+            return false;
         if (i >= warmup)
             samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
         out[0] = 'p';
     }
-    std::sort(samples.begin(), samples.end());
-    return {samples[samples.size() / 2], samples[samples.size() * 99 / 100]};
+    return true;
 }
 
-// Connections per second: connect, one 64-byte echo, close; `clients` threads for `seconds`.
-double connection_rate(const Target& t, int clients, double seconds, size_t& failures)
+struct Rate {
+    size_t done = 0;
+    size_t failed = 0;
+    double seconds = 0;
+};
+
+// Connections of `clients` threads for `seconds`: connect, one 64-byte echo, close.
+Rate connection_rate(const Target& t, int clients, double seconds)
 {
     std::atomic<size_t> done{0}, failed{0};
     const auto start = Clock::now();
@@ -539,8 +568,7 @@ double connection_rate(const Target& t, int clients, double seconds, size_t& fai
                 }
             });
     }
-    failures = failed.load();
-    return static_cast<double>(done.load()) / seconds_since(start);
+    return {done.load(), failed.load(), seconds_since(start)};
 }
 
 struct IdleResult {
@@ -574,6 +602,16 @@ IdleResult idle_connections(const Target& t, int count, pid_t relay)
     return r;
 }
 
+// CPUs this process may run on (taskset narrows them).
+int usable_cpus()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) < 0)
+        return static_cast<int>(std::thread::hardware_concurrency());
+    return CPU_COUNT(&set);
+}
+
 // ---- Report --------------------------------------------------------------------------------
 
 std::string cell(double v, int precision = 0)
@@ -594,10 +632,37 @@ std::string ratio(double a, double b)
     return s;
 }
 
+// What one path gave over every round.
 struct Measured {
-    double up = 0, down = 0, rate = 0;
-    size_t rate_failures = 0;
-    Latency rtt;
+    double up_seconds = 0, down_seconds = 0;  // summed over rounds
+    size_t up_bytes = 0, down_bytes = 0;
+    bool streams_failed = false;
+    std::vector<double> rtt_us;
+    bool rtt_failed = false;
+    Rate rate;
+    double up_cpu_ms = 0, down_cpu_ms = 0;  // the relay process's CPU time during the streams
+
+    double up() const
+    {
+        return streams_failed || !up_seconds ? 0 : static_cast<double>(up_bytes) / kMiB / up_seconds;
+    }
+    double down() const
+    {
+        return streams_failed || !down_seconds ? 0 : static_cast<double>(down_bytes) / kMiB / down_seconds;
+    }
+    double rtt_percentile(double p) const
+    {
+        if (rtt_failed || rtt_us.empty())
+            return 0;
+        std::vector<double> sorted = rtt_us;
+        std::sort(sorted.begin(), sorted.end());
+        return sorted[std::min(
+            sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())))];
+    }
+    double connections_per_second() const
+    {
+        return rate.seconds > 0 ? static_cast<double>(rate.done) / rate.seconds : 0;
+    }
 };
 
 // One line of the table: the four paths, the two ratios the targets name, the target.
@@ -607,7 +672,7 @@ void row(const char* name, double relay, double socat, double direct, double tcp
     std::printf("%-22s %9s %9s %9s %9s %12s %13s   %-28s %s\n", name, cell(relay, precision).c_str(),
                 cell(socat, precision).c_str(), cell(direct, precision).c_str(), cell(tcp, precision).c_str(),
                 ratio(relay, socat).c_str(), ratio(relay, direct).c_str(), target.c_str(),
-                target.empty() ? "" : met ? "met" : "MISSED");
+                target.empty() || relay <= 0 ? "" : met ? "met" : "MISSED");
 }
 
 // A listening socket on 127.0.0.1 and a free port; its address lands in `addr`.
@@ -637,8 +702,10 @@ int main(int argc, char** argv)
     const rlim_t have_fds = raise_nofile(want_fds);
     if (have_fds < want_fds) {
         const int fit = static_cast<int>((have_fds - 64) / 2);
-        std::fprintf(stderr, "relay_bench: RLIMIT_NOFILE allows %llu fds (a higher hard limit needs CAP_SYS_RESOURCE): %d idle connections instead of %d\n",
-                     static_cast<unsigned long long>(have_fds), fit, o.idle);
+        std::fprintf(stderr,
+            "relay_bench: RLIMIT_NOFILE allows %llu fds (a higher hard limit needs CAP_SYS_RESOURCE): %d "
+            "idle connections instead of %d\n",
+            static_cast<unsigned long long>(have_fds), fit, o.idle);
         o.idle = std::max(fit, 0);
     }
 
@@ -677,6 +744,10 @@ int main(int argc, char** argv)
         });
     }
 
+    // A closed stdout (| head) must not kill this process before it cleans up. Set after the
+    // children started: they keep the default.
+    ::signal(SIGPIPE, SIG_IGN);
+
     const Target direct{"direct", std::nullopt, path};
     const Target tcp{"tcp", proxy_addr, ""};
     const Target through_relay{"relay", relay_addr, ""};
@@ -701,60 +772,95 @@ int main(int argc, char** argv)
     const size_t bytes = o.mib * kMiB;
     std::printf(
         "cocoon relay benchmark: %zu MiB streams, %d round trips of %zu bytes, %d clients x %.0f s of "
-        "connections, %d idle connections; relay buffers of %zu bytes; %u CPUs\n",
+        "connections, %d idle connections; relay buffers of %zu bytes; %d CPUs\n",
         o.mib, o.pings, kMessage, o.clients, o.seconds, o.idle, o.buffer_size,
-        std::thread::hardware_concurrency());
+        usable_cpus());
     std::printf("relay: cocoon's Relay, 127.0.0.1 -> Unix socket; socat: socat fork (a process per "
                 "connection); direct: the Unix socket itself; tcp: 127.0.0.1 to the proxy itself, the "
                 "floor of any TCP relay\n\n");
     std::fflush(stdout);
 
-    auto measure = [&](const Target& t) {
-        Measured m;
-        if (o.runs("streams")) {
-            m.up = upload(t, bytes);
-            m.down = download(t, bytes);
+    // Rounds interleave the paths, so drift on the host (other guests, other jobs) hits them alike.
+    std::vector<Measured> results(targets.size());
+    const size_t round_bytes = std::max<size_t>(kMiB, bytes / static_cast<size_t>(o.rounds)) / kMiB * kMiB;
+    for (int round = 0; round < o.rounds; ++round) {
+        for (size_t i = 0; i < targets.size(); ++i) {
+            const Target& t = *targets[i];
+            Measured& m = results[i];
+            const bool is_relay = &t == &through_relay;
+            if (o.runs("streams")) {
+                double cpu = is_relay ? cpu_ms(relay) : 0;
+                auto up = upload(t, round_bytes);
+                if (is_relay)
+                    m.up_cpu_ms += cpu_ms(relay) - cpu;
+                cpu = is_relay ? cpu_ms(relay) : 0;
+                auto down = download(t, round_bytes);
+                if (is_relay)
+                    m.down_cpu_ms += cpu_ms(relay) - cpu;
+                m.streams_failed = m.streams_failed || !up || !down;
+                m.up_seconds += up.value_or(0);
+                m.down_seconds += down.value_or(0);
+                m.up_bytes += round_bytes;
+                m.down_bytes += round_bytes;
+            }
+            if (o.runs("rtt")
+                && !round_trips(t, round == 0 ? o.warmup_pings : 50, o.pings / o.rounds, m.rtt_us))
+                m.rtt_failed = true;
+            if (o.runs("rate")) {
+                Rate rate = connection_rate(t, o.clients, o.seconds / o.rounds);
+                m.rate.done += rate.done;
+                m.rate.failed += rate.failed;
+                m.rate.seconds += rate.seconds;
+            }
         }
-        if (o.runs("rtt"))
-            m.rtt = round_trips(t, o.warmup_pings, o.pings);
-        if (o.runs("rate"))
-            m.rate = connection_rate(t, o.clients, o.seconds, m.rate_failures);
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const Measured& m = results[i];
         std::fprintf(stderr,
-            "relay_bench: %-6s up %.0f MiB/s, down %.0f MiB/s, rtt %.1f/%.1f us, %.0f conn/s "
-            "(%zu failed)\n",
-            t.label.c_str(), m.up, m.down, m.rtt.median_us, m.rtt.p99_us, m.rate, m.rate_failures);
-        return m;
-    };
-    const Measured d = measure(direct);
-    const Measured t = measure(tcp);
-    const Measured r = measure(through_relay);
-    const Measured s = o.with_socat ? measure(through_socat) : Measured{};
+            "relay_bench: %-6s up %.0f MiB/s, down %.0f MiB/s, rtt %.1f/%.1f us, %.0f conn/s (%zu failed)\n",
+            targets[i]->label.c_str(), m.up(), m.down(), m.rtt_percentile(0.5), m.rtt_percentile(0.99),
+            m.connections_per_second(), m.rate.failed);
+    }
+    const Measured& d = results[0];
+    const Measured& t = results[1];
+    const Measured& r = results[2];
+    const Measured s = o.with_socat ? results[3] : Measured{};
     const IdleResult idle = idle_connections(through_relay, o.idle, relay);
 
     std::printf("%-22s %9s %9s %9s %9s %12s %13s   %s\n", "", "relay", "socat", "direct", "tcp",
         "relay/socat", "relay/direct", "target");
-    row("upload MiB/s", r.up, s.up, d.up, t.up, 0, ">= 6x socat, >= 0.5x direct",
-        r.up >= 6 * s.up && r.up >= 0.5 * d.up);
-    row("download MiB/s", r.down, s.down, d.down, t.down, 0, ">= 6x socat, >= 0.5x direct",
-        r.down >= 6 * s.down && r.down >= 0.5 * d.down);
-    row("round trip median us", r.rtt.median_us, s.rtt.median_us, d.rtt.median_us, t.rtt.median_us, 1,
-        "<= 1.5x direct", r.rtt.median_us <= 1.5 * d.rtt.median_us);
-    row("round trip p99 us", r.rtt.p99_us, s.rtt.p99_us, d.rtt.p99_us, t.rtt.p99_us, 1, "", true);
-    row("connections/s", r.rate, s.rate, d.rate, t.rate, 0, ">= 15x socat", r.rate >= 15 * s.rate);
+    row("upload MiB/s", r.up(), s.up(), d.up(), t.up(), 0, ">= 6x socat, >= 0.5x direct",
+        r.up() >= 6 * s.up() && r.up() >= 0.5 * d.up());
+    row("download MiB/s", r.down(), s.down(), d.down(), t.down(), 0, ">= 6x socat, >= 0.5x direct",
+        r.down() >= 6 * s.down() && r.down() >= 0.5 * d.down());
+    row("round trip median us", r.rtt_percentile(0.5), s.rtt_percentile(0.5), d.rtt_percentile(0.5),
+        t.rtt_percentile(0.5), 1, "<= 1.5x direct", r.rtt_percentile(0.5) <= 1.5 * d.rtt_percentile(0.5));
+    row("round trip p99 us", r.rtt_percentile(0.99), s.rtt_percentile(0.99), d.rtt_percentile(0.99),
+        t.rtt_percentile(0.99), 1, "", true);
+    row("connections/s", r.connections_per_second(), s.connections_per_second(), d.connections_per_second(),
+        t.connections_per_second(), 0, ">= 15x socat",
+        r.connections_per_second() >= 15 * s.connections_per_second());
+    if (o.runs("streams"))
+        std::printf("\nrelay process CPU per GiB relayed: upload %.0f ms, download %.0f ms\n",
+                    r.up_cpu_ms * kMiB * 1024 / static_cast<double>(r.up_bytes),
+                    r.down_cpu_ms * kMiB * 1024 / static_cast<double>(r.down_bytes));
     if (o.runs("idle")) {
         const double growth_mib = static_cast<double>(idle.rss_after_kib - idle.rss_before_kib) / 1024;
         const bool all = idle.open == requested_idle;
-        std::printf("\nidle connections through the relay: %d of %d (opened in %.2f s); relay RSS %.1f -> %.1f "
-                    "MiB, growth %.1f MiB (%.0f bytes per connection); relay fds %zu\ntarget: %d connections, "
-                    "RSS growth <= 32 MiB: %s\n",
-                    idle.open, requested_idle, idle.seconds, static_cast<double>(idle.rss_before_kib) / 1024,
-                    static_cast<double>(idle.rss_after_kib) / 1024, growth_mib,
-                    idle.open ? growth_mib * kMiB / idle.open : 0.0, idle.relay_fds, requested_idle,
-                    growth_mib > 32 ? "MISSED" : all ? "met" : "growth met, count MISSED (RLIMIT_NOFILE)");
+        std::printf(
+            "\nidle connections through the relay: %d of %d (opened in %.2f s); relay RSS %.1f -> %.1f "
+            "MiB, growth %.1f MiB (%.0f bytes per connection); relay fds %zu\ntarget: %d connections, "
+            "RSS growth <= 32 MiB: %s\n",
+            idle.open, requested_idle, idle.seconds, static_cast<double>(idle.rss_before_kib) / 1024,
+            static_cast<double>(idle.rss_after_kib) / 1024, growth_mib,
+            idle.open ? growth_mib * kMiB / idle.open : 0.0, idle.relay_fds, requested_idle,
+            growth_mib > 32 ? "MISSED"
+                : all       ? "met"
+                            : "growth met, count MISSED (RLIMIT_NOFILE)");
     }
-    if (r.rate_failures || d.rate_failures || s.rate_failures || t.rate_failures)
-        std::printf("failed connections: relay %zu, socat %zu, direct %zu, tcp %zu\n", r.rate_failures,
-                    s.rate_failures, d.rate_failures, t.rate_failures);
+    if (r.rate.failed || d.rate.failed || s.rate.failed || t.rate.failed)
+        std::printf("failed connections: relay %zu, socat %zu, direct %zu, tcp %zu\n", r.rate.failed,
+                    s.rate.failed, d.rate.failed, t.rate.failed);
 
     stop(socat);
     stop(relay);
