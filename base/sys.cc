@@ -58,11 +58,6 @@ pid_t clone3(unsigned long long flags, int* pidfd)
     return static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
 }
 
-std::string fd_path(int fd)
-{
-    return "/proc/self/fd/" + std::to_string(fd);
-}
-
 void write_file(const std::string& path, const std::string& data)
 {
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));

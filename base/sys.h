@@ -23,9 +23,6 @@ void pivot_root(const char* new_root, const char* put_old);
 // the child's pid in the parent; the pidfd of the child lands in *pidfd.
 pid_t clone3(unsigned long long flags, int* pidfd);
 
-// "/proc/self/fd/N": how an fd is named to the few calls that want a path.
-std::string fd_path(int fd);
-
 // Writes all of data to path (opened O_WRONLY|O_CLOEXEC); for /proc files.
 void write_file(const std::string& path, const std::string& data);
 

@@ -89,19 +89,25 @@ void restore_affinity(const LaunchPlan& plan)
         ::sched_setaffinity(0, sizeof *plan.cpu_affinity, &*plan.cpu_affinity);
 }
 
-// Puts the command in its own process group (--forward-signals signals that
-// group), and hands it the terminal when cocoon had it.
-void own_process_group(const LaunchPlan& plan)
+// Makes our process group the terminal's foreground one. SIGTTOU is blocked
+// meanwhile: tcsetpgrp from a background group would stop us otherwise.
+void take_terminal()
 {
-    check(::setpgid(0, 0), "setpgid");
-    if (!plan.terminal_foreground)
-        return;
     sigset_t ttou, old;
     sigemptyset(&ttou);
     sigaddset(&ttou, SIGTTOU);
     ::sigprocmask(SIG_BLOCK, &ttou, &old);
     ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+// Puts the command in its own process group (--forward-signals signals that
+// group), and hands it the terminal when cocoon had it.
+void own_process_group(const LaunchPlan& plan)
+{
+    check(::setpgid(0, 0), "setpgid");
+    if (plan.terminal_foreground)
+        take_terminal();
 }
 
 // The command's process: final privileges, then exec. Throws on failure.
@@ -291,14 +297,8 @@ int launch(const LaunchPlan& in)
         ::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED);
         throw;
     }
-    if (plan.terminal_foreground) {
-        // Take the terminal back from the sandbox's (now gone) process group.
-        sigset_t ttou;
-        sigemptyset(&ttou);
-        sigaddset(&ttou, SIGTTOU);
-        ::sigprocmask(SIG_BLOCK, &ttou, nullptr);
-        ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-    }
+    if (plan.terminal_foreground)
+        take_terminal();  // back from the sandbox's (now gone) process group
     return code;
 }
 
