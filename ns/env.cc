@@ -18,6 +18,14 @@ void unset_env(std::vector<std::string>& env, const std::string& name)
 
 } // namespace
 
+std::optional<std::string> get_env(const std::vector<std::string>& env, const std::string& name)
+{
+    for (const std::string& entry : env)
+        if (has_name(entry, name))
+            return entry.substr(name.size() + 1);
+    return std::nullopt;
+}
+
 void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value)
 {
     unset_env(env, name);

@@ -2,6 +2,7 @@
 // --clearenv in order. Pure; computed in the monitor.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -19,6 +20,9 @@ using EnvOp = std::variant<SetEnv, UnsetEnv, ClearEnv>;
 
 // `base` is NAME=VALUE entries (environ); later entries of a name win.
 std::vector<std::string> build_env(const std::vector<std::string>& base, const std::vector<EnvOp>& ops);
+
+// The value of NAME in env, if set.
+std::optional<std::string> get_env(const std::vector<std::string>& env, const std::string& name);
 
 // Sets NAME=VALUE in env, replacing an existing entry of that name.
 void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value);

@@ -48,7 +48,7 @@ void set_parent_death_signal()
 }
 
 // bwrap's rule: --chdir, else the caller's cwd if it exists in the sandbox,
-// else $HOME, else "/". Sets PWD to match.
+// else the command's $HOME, else "/". Sets PWD to match.
 void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
 {
     std::string cwd = "/";
@@ -57,8 +57,8 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
         cwd = *plan.chdir;
     } else if (::chdir(plan.host_cwd.c_str()) == 0) {
         cwd = plan.host_cwd;
-    } else if (const char* home = ::getenv("HOME"); home && ::chdir(home) == 0) {
-        cwd = home;
+    } else if (auto home = get_env(env, "HOME"); home && ::chdir(home->c_str()) == 0) {
+        cwd = *home;
     } else {
         check(::chdir("/"), "Can't chdir to /");
     }
@@ -274,9 +274,6 @@ int launch(const LaunchPlan& in)
     child_sock.reset();
     restore_affinity(plan);
     if (!plan.relays.empty()) {
-        // The relay sends with MSG_NOSIGNAL; this is a second guard, set only
-        // now so the sandbox does not inherit it.
-        ::signal(SIGPIPE, SIG_IGN);
         // Each relayed connection holds about two fds in the monitor; use the
         // whole hard limit (the sandbox was cloned with the caller's limits).
         rlimit fds;

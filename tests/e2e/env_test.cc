@@ -70,5 +70,20 @@ TEST(Env, ChdirSetsTheWorkingDirectory)
     EXPECT_EQ(r.out, "/usr\n/usr\n");
 }
 
+// Without --chdir, and with the caller's cwd absent inside, the command starts
+// in its own $HOME (the one --setenv gave it), not the caller's.
+TEST(Env, DefaultDirectoryIsTheCommandsHome)
+{
+    TempDir outside;  // the caller's cwd: not bound into the sandbox
+    std::string cocoon_bin_path = cocoon_bin();
+    std::vector<std::string> argv{"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", outside.path(),
+                                  cocoon_bin_path};
+    for (const std::string& a : args({minimal_root(), {"--setenv", "HOME", "/usr/lib"}, sh("pwd; echo $PWD")}))
+        argv.push_back(a);
+    Result r = run(argv);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "/usr/lib\n/usr/lib\n");
+}
+
 } // namespace
 } // namespace cocoon::test

@@ -30,6 +30,14 @@ TEST(BuildEnv, MatchesWholeNames)
     EXPECT_EQ(ns::build_env(base, {ns::UnsetEnv{"A"}}), (std::vector<std::string>{"AB=1", "A_B=3"}));
 }
 
+TEST(GetEnv, FindsWholeNamesOnly)
+{
+    std::vector<std::string> env{"HOMEDIR=/x", "HOME=/h", "EMPTY="};
+    EXPECT_EQ(ns::get_env(env, "HOME"), "/h");
+    EXPECT_EQ(ns::get_env(env, "EMPTY"), "");
+    EXPECT_EQ(ns::get_env(env, "HOM"), std::nullopt);
+}
+
 TEST(Caps, RootKeepsAllOthersNone)
 {
     EXPECT_EQ(ns::resolve_caps(true, {}), ns::kAllCaps);
