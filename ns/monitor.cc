@@ -6,6 +6,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -104,8 +105,16 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     bool timer_armed = false;
 
     std::optional<relay::Relay> relays;
-    if (!plan.relays.empty())
-        relays.emplace();
+    if (!plan.relays.empty()) {
+        // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE. The
+        // sandbox was cloned already, so the command keeps the caller's disposition.
+        ::signal(SIGPIPE, SIG_IGN);
+        relay::RelayOptions options;
+        rlimit fds{};
+        if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
+            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, 64, options);
+        relays.emplace(std::move(options));
+    }
     size_t listeners_received = 0;
 
     std::optional<std::string> error;

@@ -1,21 +1,23 @@
-// The copy pumps of one relayed connection. Runs in the monitor.
-// Security: the bytes come from the sandbox and are untrusted; the relay copies them between
-// two sockets and never parses, logs or acts on them.
+// The pumps of one relayed connection. Runs in the monitor.
+// Security: the bytes come from the sandbox and are untrusted; the relay moves them between two
+// sockets and never parses, logs or acts on them.
 //
-// Why recv/send through a pooled buffer and not splice(2) through a pipe: measured with
-// tools/bench/relay on the 2-vCPU VM this was written on (MiB/s, medians of 5 interleaved runs of
-// 2 GiB; the VM is noisy, but the order held in every pair):
-//     Unix -> TCP (download):  splice, 64 KiB pipe  820   copy, 64 KiB buffer 1929
-//     TCP -> Unix (upload):    splice, 64 KiB pipe 1372   copy, 64 KiB buffer 1020 (256 KiB: 1316)
-// and on one CPU: download 798 against 2455, upload 1054 against 904. Splicing Unix socket pages
-// into TCP costs more than the copies it saves; upload is a draw within the noise. Copying also
-// needs no pipe fds (2 per connection instead of up to 6), is not shrunk by
-// fs.pipe-user-pages-soft, and send(MSG_NOSIGNAL) never raises SIGPIPE, which splice does.
-// Why 256 KiB buffers: against 64 KiB, download ran at 1489-1799 MiB/s instead of 900-922 and
-// the relay spent 510-655 ms of CPU per GiB instead of 780-970 (3 interleaved pairs); upload was
-// even. Fewer, larger sends wake the TCP reader less often.
+// Upload (TCP -> Unix) splices through a pipe; download (Unix -> TCP) copies through a buffer.
+// Measured with tools/bench/relay on the 2-vCPU VM this was written on (kernel 6.18; MiB/s of
+// 2 GiB streams, runs interleaved; the VM is noisy, but the order held in every pair):
+//     TCP -> Unix:  splice, 1 MiB pipe 2995-3166 (256 KiB pipe 2678-2841, 4 MiB 2572-2912);
+//                   copy, 256 KiB buffer 2184-2219
+//     Unix -> TCP:  splice, 1 MiB pipe 1063-1334; copy, 256 KiB buffer 2201-2564
+// Splicing from TCP moves the sender's pages into the pipe and on into the Unix socket
+// (MSG_SPLICE_PAGES) without either copy; splicing a Unix socket's buffers into TCP costs more
+// than the copies it saves. Why 256 KiB buffers: against 64 KiB, download ran at 1489-1799 MiB/s
+// instead of 900-922 and the relay spent 510-655 ms of CPU per GiB instead of 780-970; fewer,
+// larger sends wake the TCP reader less often.
+// splice(2) into a socket whose peer is gone raises SIGPIPE (it has no MSG_NOSIGNAL): the
+// relay's process must ignore it (relay.h).
 #include "relay/connection.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -39,7 +41,7 @@ Connection::Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener)
     m_end[index(Side::Unix)].fd = std::move(unix_socket);
 }
 
-Outcome Connection::on_event(Side side, uint32_t events, BufferPool& buffers)
+Outcome Connection::on_event(Side side, uint32_t events, const Pumps& pumps)
 {
     Endpoint& end = m_end[index(side)];
     if (events & EPOLLERR) {
@@ -62,21 +64,26 @@ Outcome Connection::on_event(Side side, uint32_t events, BufferPool& buffers)
     Direction& down = m_dir[index(Side::Unix)];
     Endpoint& tcp = m_end[index(Side::Tcp)];
     Endpoint& unix_end = m_end[index(Side::Unix)];
-    Status up_status = pump(up, tcp, unix_end, down.shut, buffers);
+    Status up_status = pumps.splice_upload ? splice(up, tcp, unix_end, down.shut, pumps.pipes)
+                                           : copy(up, tcp, unix_end, down.shut, pumps.buffers);
     if (up_status == Status::Reset)
         return Outcome::Reset;
-    Status down_status = pump(down, unix_end, tcp, up.shut, buffers);
+    Status down_status = copy(down, unix_end, tcp, up.shut, pumps.buffers);
     if (down_status == Status::Reset)
         return Outcome::Reset;
     if (up.shut && down.shut)
         return Outcome::Done;
-    return up_status == Status::Busy || down_status == Status::Busy ? Outcome::Busy : Outcome::Open;
+    if (up_status == Status::Busy || down_status == Status::Busy)
+        return Outcome::Busy;
+    if (up_status == Status::Starved || down_status == Status::Starved)
+        return Outcome::Starved;
+    return Outcome::Open;
 }
 
 // Drains the buffer into dst and refills it from src until neither can move or the budget is
 // spent. Bytes leave the buffer in the order they came, each exactly once: `head` only grows by
 // what send took, `size` only by what recv gave.
-Connection::Status Connection::pump(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done,
+Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done,
                                     BufferPool& buffers)
 {
     const size_t capacity = buffers.buffer_size();
@@ -104,8 +111,7 @@ Connection::Status Connection::pump(Direction& dir, Endpoint& src, Endpoint& dst
         }
         if (dir.size == 0) {
             dir.head = 0;
-            if (dir.buffer)
-                buffers.give(std::exchange(dir.buffer, Buffer()));
+            buffers.give(std::exchange(dir.buffer, Buffer()));
         }
         // Backpressure: src is read only into free room of the buffer; a full buffer leaves the
         // bytes in src's socket buffer, and the sender's window closes.
@@ -117,6 +123,8 @@ Connection::Status Connection::pump(Direction& dir, Endpoint& src, Endpoint& dst
                 } catch (const std::bad_alloc&) {
                     return Status::Reset;
                 }
+                if (!dir.buffer)
+                    return Status::Starved;  // src stays readable: the retry reads it
             }
             --budget;
             ssize_t n = ::recv(src.fd.get(), dir.buffer.get() + dir.head + dir.size, room, MSG_DONTWAIT);
@@ -140,18 +148,91 @@ Connection::Status Connection::pump(Direction& dir, Endpoint& src, Endpoint& dst
             if (dir.size == 0)
                 buffers.give(std::exchange(dir.buffer, Buffer()));
         }
-        if (dir.eof && dir.size == 0 && !dir.shut) {
-            // Half-close: every byte before the EOF is delivered, then the EOF itself; the other
-            // direction keeps flowing. When the other is done already, the close that follows
-            // sends the same FIN (both receive queues are empty: both EOFs were read).
-            if (!other_done && ::shutdown(dst.fd.get(), SHUT_WR) < 0)
-                return Status::Reset;
-            dir.shut = true;
-        }
+        if (!pass_eof(dir, dst, other_done))
+            return Status::Reset;
         if (!moved)
             return Status::Idle;
     }
     return Status::Busy;
+}
+
+// The same through a pipe: splice(2) src -> pipe -> dst. `size` counts the bytes in the pipe.
+Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done,
+                                      PipePool& pipes)
+{
+    constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
+    for (int budget = kCallBudget; budget > 0;) {
+        bool moved = false;
+        if (dir.size > 0 && dst.writable) {
+            --budget;
+            ssize_t n = ::splice(dir.pipe.read.get(), nullptr, dst.fd.get(), nullptr, dir.size, kFlags);
+            if (n > 0) {
+                dir.size -= static_cast<size_t>(n);
+                if (dir.size > 0)
+                    dst.writable = false;
+                moved = true;
+            } else if (n < 0 && errno == EAGAIN) {
+                dst.writable = false;
+            } else if (n < 0 && errno == EINTR) {
+                moved = true;
+            } else {
+                return Status::Reset;
+            }
+        }
+        if (dir.size == 0)
+            pipes.give(std::exchange(dir.pipe, Pipe()));
+        // At most pipe_size bytes wait in a pipe. A pipe's own room is counted in slots, each
+        // a segment of up to a compound page (32 KiB from TCP), so it can be full with fewer
+        // bytes (a 100-byte segment takes a slot) or hold more; the kernel stops at whichever
+        // comes first.
+        const size_t room = pipes.pipe_size() - dir.size;
+        if (!dir.eof && src.readable && room > 0) {
+            if (!dir.pipe) {
+                dir.pipe = pipes.take();
+                if (!dir.pipe)
+                    return errno == 0 ? Status::Starved : Status::Reset;
+            }
+            --budget;
+            ssize_t n = ::splice(src.fd.get(), nullptr, dir.pipe.write.get(), nullptr, room, kFlags);
+            if (n > 0) {
+                dir.size += static_cast<size_t>(n);
+                moved = true;
+            } else if (n == 0) {
+                dir.eof = true;
+                moved = true;
+            } else if (errno == EAGAIN) {
+                // EAGAIN is an empty socket or a full pipe. Only an empty pipe tells them apart;
+                // with bytes in it, src is read again once they are out. Not after a hang-up,
+                // whose edge may already be spent: read on to the 0.
+                if (dir.size == 0 && !src.hung_up)
+                    src.readable = false;
+            } else if (errno == EINTR) {
+                moved = true;
+            } else {
+                return Status::Reset;
+            }
+            if (dir.size == 0)
+                pipes.give(std::exchange(dir.pipe, Pipe()));
+        }
+        if (!pass_eof(dir, dst, other_done))
+            return Status::Reset;
+        if (!moved)
+            return Status::Idle;
+    }
+    return Status::Busy;
+}
+
+// Half-close: every byte before the EOF is delivered, then the EOF itself; the other direction
+// keeps flowing. When the other is done already, the close that follows sends the same FIN (both
+// receive queues are empty: both EOFs were read). False when shutdown failed.
+bool Connection::pass_eof(Direction& dir, Endpoint& dst, bool other_done)
+{
+    if (dir.eof && dir.size == 0 && !dir.shut) {
+        if (!other_done && ::shutdown(dst.fd.get(), SHUT_WR) < 0)
+            return false;
+        dir.shut = true;
+    }
+    return true;
 }
 
 void Connection::abort()
@@ -159,6 +240,15 @@ void Connection::abort()
     // SO_LINGER {1, 0}: close() sends an RST, so the client sees ECONNRESET, not a clean end.
     linger hard{1, 0};
     ::setsockopt(m_end[index(Side::Tcp)].fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+}
+
+void Connection::release(const Pumps& pumps)
+{
+    for (Direction& dir : m_dir) {
+        pumps.buffers.give(std::exchange(dir.buffer, Buffer()));
+        pumps.pipes.discard(std::exchange(dir.pipe, Pipe()));
+        dir.head = dir.size = 0;
+    }
 }
 
 } // namespace cocoon::relay

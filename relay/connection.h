@@ -1,5 +1,5 @@
 // One relayed connection: a TCP socket accepted in the sandbox's network namespace, its Unix
-// socket to the host proxy, and the copy pumps between them. Runs in the monitor.
+// socket to the host proxy, and the pumps between them. Runs in the monitor.
 #pragma once
 
 #include <cstddef>
@@ -14,17 +14,25 @@ enum class Side : uint8_t { Tcp = 0, Unix = 1 };
 
 // What the relay does with a connection after handling an event.
 enum class Outcome {
-    Open,   // waiting for the next readiness edge
-    Busy,   // a pump used its budget with work left: ask epoll to report the fds again
-    Done,   // both directions delivered their EOF: close both sockets
-    Reset,  // a reset or an error on either side: abort both
+    Open,     // waiting for the next readiness edge
+    Busy,     // a pump used its budget with work left: ask epoll to report the fds again
+    Starved,  // a direction has bytes to read but every buffer or pipe is lent: retry when one is back
+    Done,     // both directions delivered their EOF: close both sockets
+    Reset,    // a reset or an error on either side: abort both
 };
 
-// Memory bound: the object (about 100 bytes) plus, per direction, at most one buffer of
-// RelayOptions::buffer_size (256 KiB by default), held only while bytes are in it. Idle
-// connections hold two socket fds and no buffer. A direction reads its source only while its
-// buffer has room, so a slow reader leaves the bytes in the writer's socket buffers, which the
-// kernel bounds (tcp_rmem/wmem, unix wmem) and TCP flow control pushes back.
+// How the two directions move bytes, and where they borrow what they move them through.
+struct Pumps {
+    BufferPool& buffers;
+    PipePool& pipes;
+    bool splice_upload;  // TCP -> Unix through a pipe; otherwise through a buffer
+};
+
+// Memory bound: the object (about 120 bytes) plus, per direction, at most one buffer or pipe
+// from the pools, held only while bytes are in it. Idle connections hold two socket fds and
+// nothing else. A direction reads its source only while its buffer or pipe has room, so a slow
+// reader leaves the bytes in the writer's socket buffers, which the kernel bounds (tcp_rmem/wmem,
+// unix wmem) and TCP flow control pushes back.
 class Connection {
 public:
     Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener);
@@ -32,12 +40,16 @@ public:
     int fd(Side side) const { return m_end[index(side)].fd.get(); }
     uint32_t listener() const { return m_listener; }
 
-    // Records what an epoll event says about one side, then moves bytes both ways.
-    Outcome on_event(Side side, uint32_t events, BufferPool& buffers);
+    // Records what an epoll event says about one side (none: events == 0), then moves bytes
+    // both ways.
+    Outcome on_event(Side side, uint32_t events, const Pumps& pumps);
 
     // Makes the coming close abortive: the TCP client gets an RST instead of a FIN. The Unix
     // peer sees its socket closed (EOF, or ECONNRESET if the relay left its bytes unread).
     void abort();
+
+    // Returns what it borrowed to the pools; call before destroying it. Bytes in flight are lost.
+    void release(const Pumps& pumps);
 
 private:
     struct Endpoint {
@@ -49,19 +61,23 @@ private:
         // The peer shut down or the socket failed: reads go on until they return 0 or the error.
         bool hung_up = false;
     };
-    // Bytes from one socket to the other: buffer[head, head + size) waits for the destination.
-    // `eof`: the source sent its FIN; `shut`: the EOF was passed on with shutdown(SHUT_WR).
+    // Bytes from one socket to the other, waiting for the destination: buffer[head, head + size),
+    // or `size` bytes in the pipe. `eof`: the source sent its FIN; `shut`: the EOF was passed on
+    // with shutdown(SHUT_WR).
     struct Direction {
         Buffer buffer;
+        Pipe pipe;
         size_t head = 0;
         size_t size = 0;
         bool eof = false;
         bool shut = false;
     };
-    enum class Status { Idle, Busy, Reset };
+    enum class Status { Idle, Busy, Starved, Reset };
 
     static constexpr size_t index(Side side) { return static_cast<size_t>(side); }
-    Status pump(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers);
+    Status copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers);
+    Status splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, PipePool& pipes);
+    static bool pass_eof(Direction& dir, Endpoint& dst, bool other_done);
 
     Endpoint m_end[2];
     Direction m_dir[2];  // indexed by the source side: m_dir[Tcp] carries tcp -> unix

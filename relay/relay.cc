@@ -133,18 +133,38 @@ std::string local_address(int fd)
     return std::string(text) + ":" + std::to_string(ntohs(in4->sin_port));
 }
 
+size_t max_lent_pipes(const RelayOptions& options)
+{
+    // Half the bytes in flight may sit in pipes when upload splices, the rest in buffers.
+    return options.splice_upload ? std::max<size_t>(1, options.max_in_flight / 2 / options.pipe_size) : 0;
+}
+
+size_t max_lent_buffers(const RelayOptions& options)
+{
+    const size_t in_pipes = options.splice_upload ? options.max_in_flight / 2 : 0;
+    return std::max<size_t>(1, (options.max_in_flight - in_pipes) / options.buffer_size);
+}
+
 } // namespace
+
+size_t Relay::connections_within(size_t fds, size_t reserve, const RelayOptions& options)
+{
+    const size_t own = 2 * (max_lent_pipes(options) + kMaxSparePipes) + 3 + reserve;
+    return fds > own + 2 ? (fds - own) / 2 : 1;
+}
 
 Relay::Relay(RelayOptions options)
     : m_options(std::move(options))
     , m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")))
     , m_timer(static_cast<int>(
           check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")))
-    , m_buffers(std::make_unique<BufferPool>(m_options.buffer_size,
-          std::max<size_t>(1, kMaxSpareBytes / std::max<size_t>(1, m_options.buffer_size))))
 {
-    if (m_options.buffer_size == 0 || m_options.max_connections == 0)
-        throw UsageError("relay: buffer_size and max_connections must be positive");
+    if (m_options.buffer_size == 0 || m_options.pipe_size == 0 || m_options.max_connections == 0)
+        throw UsageError("relay: buffer_size, pipe_size and max_connections must be positive");
+    m_buffers = std::make_unique<BufferPool>(m_options.buffer_size, max_lent_buffers(m_options),
+        std::max<size_t>(1, kMaxSpareBytes / m_options.buffer_size));
+    m_pipes = std::make_unique<PipePool>(m_options.pipe_size, std::max<size_t>(1, max_lent_pipes(m_options)),
+        kMaxSparePipes);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTimerKind << kKindShift;
@@ -154,6 +174,9 @@ Relay::Relay(RelayOptions options)
 Relay::~Relay() { close_all(); }
 
 size_t Relay::spare_buffer_count() const { return m_buffers->spare(); }
+size_t Relay::spare_pipe_count() const { return m_pipes->spare(); }
+size_t Relay::lent_buffer_count() const { return m_buffers->lent(); }
+size_t Relay::lent_pipe_count() const { return m_pipes->lent(); }
 
 void Relay::add_listener(UniqueFd listener, std::string unix_path)
 {
@@ -211,6 +234,30 @@ void Relay::run_once(int timeout_ms)
         default: break;
         }
     }
+    retry_starved();
+}
+
+Pumps Relay::pumps() { return {*m_buffers, *m_pipes, m_options.splice_upload}; }
+
+// Gives the connections that found no buffer or pipe another turn, oldest first, while some can
+// be lent. One that starves again goes to the back.
+void Relay::retry_starved()
+{
+    if (m_starved.empty())
+        return;
+    std::vector<uint64_t> waiting;
+    waiting.swap(m_starved);
+    size_t i = 0;
+    for (; i < waiting.size() && (m_buffers->can_lend() || m_pipes->can_lend()); ++i) {
+        const auto index = static_cast<uint32_t>(waiting[i]);
+        const auto generation = static_cast<uint32_t>(waiting[i] >> 32) & kGenerationMask;
+        Slot& slot = m_slots[index];
+        if (!slot.connection || (slot.generation & kGenerationMask) != generation)
+            continue;
+        slot.starved = false;
+        on_connection(waiting[i], 0);
+    }
+    m_starved.insert(m_starved.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(i), waiting.end());
 }
 
 void Relay::on_listener(uint32_t index)
@@ -310,8 +357,15 @@ void Relay::on_connection(uint64_t token, uint32_t events)
     if (!slot.connection || (slot.generation & kGenerationMask) != generation)
         return;  // stale: that connection is closed
     Connection& connection = *slot.connection;
-    switch (connection.on_event(side, events, *m_buffers)) {
+    switch (connection.on_event(side, events, pumps())) {
     case Outcome::Open:
+        return;
+    case Outcome::Starved:
+        // Retried by run_once when a buffer or pipe comes back; no epoll edge would do it.
+        if (!slot.starved) {
+            slot.starved = true;
+            m_starved.push_back(token);
+        }
         return;
     case Outcome::Busy:
         // EPOLL_CTL_MOD polls the fd again and queues it if it is still ready: the work left is
@@ -340,6 +394,8 @@ void Relay::close_connection(uint32_t index, bool reset)
     Slot& slot = m_slots[index];
     if (reset)
         slot.connection->abort();
+    slot.connection->release(pumps());
+    slot.starved = false;
     // Closing the fds takes them out of the epoll set (no EPOLL_CTL_DEL needed); a late event
     // misses on the generation.
     slot.connection.reset();
@@ -462,13 +518,17 @@ void Relay::close_all()
     m_listeners.clear();
     for (uint32_t i = 0; i < m_slots.size(); ++i) {
         if (m_slots[i].connection) {
+            m_slots[i].connection->release(pumps());
             m_slots[i].connection.reset();
+            m_slots[i].starved = false;
             ++m_slots[i].generation;
             m_free_slots.push_back(i);
         }
     }
     m_connection_count.store(0, std::memory_order_relaxed);
+    m_starved.clear();
     m_buffers->clear();
+    m_pipes->clear();
     m_spare_unix.reset();
     itimerspec off{};
     ::timerfd_settime(m_timer.get(), 0, &off, nullptr);

@@ -17,16 +17,27 @@ namespace cocoon::relay {
 
 class Connection;
 class BufferPool;
+class PipePool;
+struct Pumps;
 struct Listener;
 
 struct RelayOptions {
-    // Each direction of a connection borrows one buffer of this size while it has bytes in
-    // flight: what the relay holds per direction, and the most one recv or send moves. 256 KiB
-    // relays downloads 1.7x faster than 64 KiB, for a third less CPU (see relay/connection.cc).
+    // Download (Unix -> TCP) borrows a buffer of this size while it has bytes in flight: the
+    // most one recv or send moves. 256 KiB relays downloads 1.7x faster than 64 KiB, for a third
+    // less CPU (see relay/connection.cc).
     size_t buffer_size = size_t{256} * 1024;
+    // Upload (TCP -> Unix) splices through a pipe of this size instead of copying: 1.4x the
+    // throughput of copying (relay/connection.cc). False: upload copies too.
+    bool splice_upload = true;
+    size_t pipe_size = size_t{1} << 20;
+    // Bytes in flight, over every connection: buffers and pipes lent at once are capped so that
+    // buffer_size x buffers + pipe_size x pipes stays under this (at least one of each). A
+    // direction that finds none left waits, its bytes in its source's socket buffer, until one
+    // comes back. So the relay's memory does not grow with the number of connections.
+    size_t max_in_flight = size_t{64} << 20;
     // Security: the sandbox decides how many connections it opens; past this many the listeners
-    // stop accepting (new clients wait in the listen backlog) until one closes, which bounds the
-    // monitor's fds and memory. An agent's HTTP clients hold tens of proxy connections.
+    // stop accepting (new clients wait in the listen backlog) until one closes. It bounds the
+    // fds; the monitor sets it from RLIMIT_NOFILE.
     size_t max_connections = 1024;
     // After accept4 or socket fail with EMFILE/ENFILE/ENOMEM, the listener is not watched for
     // this long, so a process out of fds does not spin on a readable listener.
@@ -40,16 +51,18 @@ struct RelayOptions {
 };
 
 // One epoll loop for every listener and connection; every fd it makes is O_NONBLOCK|O_CLOEXEC.
-// Memory: per connection about 120 bytes (Connection and its slot) and two socket fds; while
-// bytes are in flight, at most one buffer of options.buffer_size per direction (2 x 256 KiB by
-// default); plus at most kMaxSpareBytes of empty buffers kept for reuse. A destination that
-// takes nothing more stops the relay reading its source, so nothing grows beyond that: at most
-// max_connections x 2 x buffer_size (512 MiB with the defaults, if every connection is stalled
-// mid-stream), next to which the kernel's own socket buffers of those connections are larger
-// (the Unix socket's send buffer is set to 2 x buffer_size, which the kernel doubles, capped by
-// net.core.wmem_max; TCP's autotunes up to net.ipv4.tcp_wmem).
-// Not thread-safe: one thread calls everything but connection_count(). Raises no signal (every
-// send has MSG_NOSIGNAL) and leaves signal dispositions alone.
+// Memory: per connection about 120 bytes (Connection and its slot) and two socket fds; bytes in
+// flight at most options.max_in_flight over all connections (64 MiB by default: 128 buffers and
+// 32 pipes); plus at most kMaxSpareBytes of empty buffers and kMaxSparePipes empty pipes kept for reuse. A
+// destination that takes nothing more stops the relay reading its source, so nothing grows
+// beyond that; the kernel's own socket buffers of the connections are larger (the Unix socket's
+// send buffer is set to 2 x buffer_size, which the kernel doubles, capped by net.core.wmem_max;
+// TCP's autotunes up to net.ipv4.tcp_wmem). Connections that stall holding every buffer (a
+// sandbox that never reads 128 downloads) make the others wait: a sandbox can only slow itself.
+// fds: two per connection, two per pipe lent or spare, three of its own.
+// Not thread-safe: one thread calls everything but connection_count(). splice(2) raises SIGPIPE
+// when the proxy is gone: the process must ignore SIGPIPE (the monitor does) unless
+// splice_upload is false. It leaves signal dispositions alone.
 class Relay {
 public:
     explicit Relay(RelayOptions options = {});
@@ -76,13 +89,27 @@ public:
     size_t connection_count() const { return m_connection_count.load(std::memory_order_relaxed); }
     // Empty buffers kept for reuse, at most kMaxSpareBytes of them.
     size_t spare_buffer_count() const;
+    // Empty pipes kept for reuse (two fds each), at most kMaxSparePipes.
+    size_t spare_pipe_count() const;
+
+    // Buffers and pipes lent to connections now (bytes in flight), and connections waiting for one.
+    size_t lent_buffer_count() const;
+    size_t lent_pipe_count() const;
+    size_t starved_count() const { return m_starved.size(); }
+
+    // The max_connections that fits in `fds` file descriptors: two per connection, once the
+    // relay's own (its pipes, lent and spare; epoll; timer; a spare socket) and `reserve` for the
+    // caller are set aside. At least 1.
+    static size_t connections_within(size_t fds, size_t reserve, const RelayOptions& options);
 
     static constexpr size_t kMaxSpareBytes = size_t{4} * 1024 * 1024;
+    static constexpr size_t kMaxSparePipes = 8;
 
 private:
     struct Slot {
         std::unique_ptr<Connection> connection;
         uint32_t generation = 0;
+        bool starved = false;  // its token is in m_starved
     };
     using Clock = std::chrono::steady_clock;
 
@@ -90,6 +117,8 @@ private:
     bool make_spare_unix(Listener& listener);
     void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
     void on_connection(uint64_t token, uint32_t events);
+    void retry_starved();
+    Pumps pumps();
     void close_connection(uint32_t index, bool reset);
     void on_timer();
     void pause(Listener& listener, Clock::time_point now);
@@ -108,6 +137,8 @@ private:
     std::vector<Slot> m_slots;
     std::vector<uint32_t> m_free_slots;
     std::unique_ptr<BufferPool> m_buffers;
+    std::unique_ptr<PipePool> m_pipes;
+    std::vector<uint64_t> m_starved;  // tokens of connections waiting for a buffer or pipe
     UniqueFd m_spare_unix;  // the next connection's socket to the host, made before accept4
     std::atomic<size_t> m_connection_count{0};
 };

@@ -428,6 +428,7 @@ struct TargetState {
 //                    and 1 MiB of Pattern(7), and records "halfclose reply <hash of the reply>"
 //   serverfirst      writes a greeting, shuts its side down, reads to EOF: "serverfirst got <text>"
 //   reset            waits until more bytes arrived, closes without reading them (ECONNRESET)
+//   closeafter N     reads N bytes, closes while the client still sends: "closed after N"
 //   hold             replies "held", waits for EOF or an error: "hold ended eof|error ..."
 class Target {
 public:
@@ -512,6 +513,18 @@ private:
             record("reset");
         } else if (command == "hold") {
             hold(fd);
+        } else if (command == "closeafter") {
+            uint64_t limit = 0;
+            in >> limit;
+            std::vector<char> buf(64 * 1024);
+            uint64_t got = 0;
+            while (got < limit) {
+                ssize_t n = ::recv(fd, buf.data(), std::min<uint64_t>(buf.size(), limit - got), 0);
+                if (n <= 0)
+                    return;
+                got += static_cast<uint64_t>(n);
+            }
+            record("closed after " + std::to_string(got));
         }
     }
 

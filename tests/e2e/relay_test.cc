@@ -219,6 +219,22 @@ int client_reset(const std::string& host, uint16_t port)
     return step("client-reset") ? 0 : fail("waiting for the test");
 }
 
+// Streams until the server, which closes after `limit` bytes, makes a send fail; then checks that
+// the relay still serves the next connection.
+int client_upload_closed(const std::string& host, uint16_t port, uint64_t limit)
+{
+    UniqueFd fd = connect_tcp(host, port);
+    if (!fd || !send_all(fd.get(), "closeafter " + std::to_string(limit) + "\n"))
+        return fail("connect");
+    std::vector<char> chunk(kMiB, 'u');
+    uint64_t sent = 0;
+    while (sent < 64 * limit && send_all(fd.get(), chunk.data(), chunk.size()))
+        sent += chunk.size();
+    std::printf("upload ended: %s\n", sent < 64 * limit ? "the send failed" : "never failed");
+    std::printf("next: %s\n", echo_once(host, port, "still relayed") ? "ok" : "failed");
+    return 0;
+}
+
 // Opens `count` connections, then echoes a line on each while all are open.
 int client_many(const std::string& host, uint16_t port, size_t count)
 {
@@ -374,6 +390,8 @@ int run_client(const std::string& spec)
         return client_server_first(host, p);
     if (mode == "reset")
         return client_reset(host, p);
+    if (mode == "uploadclosed")
+        return client_upload_closed(host, p, a);
     if (mode == "many")
         return client_many(host, p, a);
     if (mode == "hold")
@@ -633,6 +651,20 @@ TEST_F(Relay, ResetIsPassedOn)
     EXPECT_EQ(out[0].rfind("server reset: error Connection reset by peer after ", 0), 0u) << out[0];
     EXPECT_EQ(out[1], "client reset sent");
     EXPECT_TRUE(target.has_event("reset"));
+}
+
+// The proxy closes while the client uploads at full speed: the relay's next splice into the closed
+// socket fails (and raises SIGPIPE, which the monitor must ignore). Only that connection ends.
+TEST_F(Relay, ProxyClosingMidUploadEndsOnlyThatConnection)
+{
+    Target target(m_socket);
+    for (int round = 0; round < 3; ++round) {
+        Result r = run(args({{cocoon_bin()}, sandbox({"--setenv", kHelperEnv, client_spec("uploadclosed", "8388608")}),
+                             {"/helper"}}));
+        ASSERT_EQ(r.code, 0) << r.out << r.err;
+        EXPECT_EQ(r.out, "upload ended: the send failed\nnext: ok\n") << r.err;
+    }
+    EXPECT_TRUE(target.has_event("closed after 8388608"));
 }
 
 // 1000 connections opened from inside, then a line echoed on each while all are open. cocoon runs

@@ -194,6 +194,19 @@ inline void expect_closed_within(int fd, std::chrono::milliseconds limit)
     EXPECT_LT(Clock::now() - start, limit);
 }
 
+// Connects to a relay that closes this client at once (its proxy refuses). The reset can come
+// before connect() has returned; then connect itself fails with ECONNRESET, the same prompt close.
+inline void expect_refused_promptly(const Address& addr, std::chrono::milliseconds limit = 1s)
+{
+    UniqueFd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(fd) << std::strerror(errno);
+    if (::connect(fd.get(), addr.get(), addr.len) < 0) {
+        EXPECT_EQ(errno, ECONNRESET) << "connect: " << std::strerror(errno);
+        return;
+    }
+    expect_closed_within(fd.get(), limit);
+}
+
 inline void reset_close(UniqueFd& fd)
 {
     linger hard{1, 0};

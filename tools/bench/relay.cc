@@ -3,7 +3,8 @@
 //
 // usage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N]
 //                           [--buffer-size BYTES] [--socat PATH] [--no-socat]
-//                           [--tests streams,rtt,rate,idle] [--rounds N]
+//                           [--tests streams,rtt,rate,idle] [--rounds N] [--settle MS]
+//                           [--copy-upload] [--pipe-size BYTES]
 //
 // Processes: this one (the clients), the stand-in proxy (an epoll server on a Unix socket), the
 // relay (relay::Relay in a child of its own, so its RSS is its alone), socat (exec'd, a process
@@ -65,6 +66,9 @@ struct Options {
     int clients = 4;
     int idle = 10000;
     size_t buffer_size = size_t{256} * 1024;
+    size_t pipe_size = size_t{1} << 20;
+    bool copy_upload = false;
+    int settle_ms = 300;
     std::string socat = "socat";
     bool with_socat = true;
     std::string tests = "streams,rtt,rate,idle";
@@ -123,11 +127,17 @@ Options parse(int argc, char** argv)
             o.tests = value();
         else if (arg == "--rounds")
             o.rounds = static_cast<int>(parse_number(arg, value(), 1));
+        else if (arg == "--settle")
+            o.settle_ms = static_cast<int>(parse_number(arg, value(), 0));
+        else if (arg == "--copy-upload")
+            o.copy_upload = true;
+        else if (arg == "--pipe-size")
+            o.pipe_size = static_cast<size_t>(parse_number(arg, value(), 4096));
         else
             die("unknown argument: " + std::string(arg)
                 + "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
                   "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle] "
-                  "[--rounds N]");
+                  "[--rounds N] [--settle MS] [--copy-upload] [--pipe-size BYTES]");
     }
     return o;
 }
@@ -392,6 +402,9 @@ void run_relay(UniqueFd listener, const std::string& path, const Options& o)
 {
     cocoon::relay::RelayOptions options;
     options.buffer_size = o.buffer_size;
+    options.splice_upload = !o.copy_upload;
+    options.pipe_size = o.pipe_size;
+    ::signal(SIGPIPE, SIG_IGN);  // as the monitor does: splice raises it when a peer is gone
     options.max_connections = static_cast<size_t>(o.idle) + 1000;
     cocoon::relay::Relay relay(options);
     relay.add_listener(std::move(listener), path);
@@ -612,6 +625,33 @@ int usable_cpus()
     return CPU_COUNT(&set);
 }
 
+// Puts the servers (and the calling thread) on the first CPU this process may use, or (`one`
+// false) back on all of them. socat's per-connection children inherit it from socat.
+void pin(const std::vector<pid_t>& pids, bool one)
+{
+    static const cpu_set_t all = [] {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (::sched_getaffinity(0, sizeof set, &set) < 0)
+            die_errno("sched_getaffinity");
+        return set;
+    }();
+    cpu_set_t set = all;
+    if (one) {
+        CPU_ZERO(&set);
+        for (int i = 0; i < CPU_SETSIZE; ++i)
+            if (CPU_ISSET(i, &all)) {
+                CPU_SET(i, &set);
+                break;
+            }
+    }
+    for (pid_t pid : pids)
+        if (pid > 0 && ::sched_setaffinity(pid, sizeof set, &set) < 0)
+            die_errno("sched_setaffinity(" + std::to_string(pid) + ")");
+    if (::sched_setaffinity(0, sizeof set, &set) < 0)
+        die_errno("sched_setaffinity");
+}
+
 // ---- Report --------------------------------------------------------------------------------
 
 std::string cell(double v, int precision = 0)
@@ -638,6 +678,7 @@ struct Measured {
     size_t up_bytes = 0, down_bytes = 0;
     bool streams_failed = false;
     std::vector<double> rtt_us;
+    std::vector<double> rtt_one_cpu_us;  // every process on one CPU
     bool rtt_failed = false;
     Rate rate;
     double up_cpu_ms = 0, down_cpu_ms = 0;  // the relay process's CPU time during the streams
@@ -650,11 +691,12 @@ struct Measured {
     {
         return streams_failed || !down_seconds ? 0 : static_cast<double>(down_bytes) / kMiB / down_seconds;
     }
-    double rtt_percentile(double p) const
+    double rtt_percentile(double p, bool one_cpu = false) const
     {
-        if (rtt_failed || rtt_us.empty())
+        const std::vector<double>& samples = one_cpu ? rtt_one_cpu_us : rtt_us;
+        if (rtt_failed || samples.empty())
             return 0;
-        std::vector<double> sorted = rtt_us;
+        std::vector<double> sorted = samples;
         std::sort(sorted.begin(), sorted.end());
         return sorted[std::min(
             sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())))];
@@ -780,40 +822,59 @@ int main(int argc, char** argv)
                 "floor of any TCP relay\n\n");
     std::fflush(stdout);
 
-    // Rounds interleave the paths, so drift on the host (other guests, other jobs) hits them alike.
+    // Each test is a phase of its own. Within it, rounds interleave the paths, so drift on the host
+    // (other guests, other jobs) hits them alike, and every measurement starts after a pause on a
+    // quiet machine: right after a 1 GiB stream, the scheduler's load figures for the process that
+    // moved it (decaying over ~100 ms) changed where the next round trip's wake-ups ran and
+    // doubled the relay's round trip (120-170 us against 70-85 us after a pause).
     std::vector<Measured> results(targets.size());
     const size_t round_bytes = std::max<size_t>(kMiB, bytes / static_cast<size_t>(o.rounds)) / kMiB * kMiB;
-    for (int round = 0; round < o.rounds; ++round) {
-        for (size_t i = 0; i < targets.size(); ++i) {
-            const Target& t = *targets[i];
-            Measured& m = results[i];
-            const bool is_relay = &t == &through_relay;
-            if (o.runs("streams")) {
-                double cpu = is_relay ? cpu_ms(relay) : 0;
-                auto up = upload(t, round_bytes);
-                if (is_relay)
-                    m.up_cpu_ms += cpu_ms(relay) - cpu;
-                cpu = is_relay ? cpu_ms(relay) : 0;
-                auto down = download(t, round_bytes);
-                if (is_relay)
-                    m.down_cpu_ms += cpu_ms(relay) - cpu;
-                m.streams_failed = m.streams_failed || !up || !down;
-                m.up_seconds += up.value_or(0);
-                m.down_seconds += down.value_or(0);
-                m.up_bytes += round_bytes;
-                m.down_bytes += round_bytes;
+    const std::vector<pid_t> servers{proxy, relay, socat};
+    auto each_round = [&](const char* test, const std::function<void(size_t, Measured&, int)>& measure) {
+        if (!o.runs(test))
+            return;
+        for (int round = 0; round < o.rounds; ++round)
+            for (size_t i = 0; i < targets.size(); ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(o.settle_ms));
+                measure(i, results[i], round);
             }
-            if (o.runs("rtt")
-                && !round_trips(t, round == 0 ? o.warmup_pings : 50, o.pings / o.rounds, m.rtt_us))
+    };
+    each_round("streams", [&](size_t i, Measured& m, int) {
+        const bool is_relay = targets[i] == &through_relay;
+        double cpu = is_relay ? cpu_ms(relay) : 0;
+        auto up = upload(*targets[i], round_bytes);
+        if (is_relay)
+            m.up_cpu_ms += cpu_ms(relay) - cpu;
+        cpu = is_relay ? cpu_ms(relay) : 0;
+        auto down = download(*targets[i], round_bytes);
+        if (is_relay)
+            m.down_cpu_ms += cpu_ms(relay) - cpu;
+        m.streams_failed = m.streams_failed || !up || !down;
+        m.up_seconds += up.value_or(0);
+        m.down_seconds += down.value_or(0);
+        m.up_bytes += round_bytes;
+        m.down_bytes += round_bytes;
+    });
+    each_round("rtt", [&](size_t i, Measured& m, int round) {
+        if (!round_trips(*targets[i], round == 0 ? o.warmup_pings : 50, o.pings / o.rounds, m.rtt_us))
+            m.rtt_failed = true;
+    });
+    // The same on one CPU for every process: no wake-up crosses CPUs, so what is left is each
+    // path's own cost, whatever the scheduler would have placed where.
+    if (o.runs("rtt")) {
+        pin(servers, true);
+        each_round("rtt", [&](size_t i, Measured& m, int round) {
+            if (!round_trips(*targets[i], round == 0 ? o.warmup_pings : 50, o.pings / o.rounds, m.rtt_one_cpu_us))
                 m.rtt_failed = true;
-            if (o.runs("rate")) {
-                Rate rate = connection_rate(t, o.clients, o.seconds / o.rounds);
-                m.rate.done += rate.done;
-                m.rate.failed += rate.failed;
-                m.rate.seconds += rate.seconds;
-            }
-        }
+        });
+        pin(servers, false);
     }
+    each_round("rate", [&](size_t i, Measured& m, int) {
+        Rate rate = connection_rate(*targets[i], o.clients, o.seconds / o.rounds);
+        m.rate.done += rate.done;
+        m.rate.failed += rate.failed;
+        m.rate.seconds += rate.seconds;
+    });
     for (size_t i = 0; i < targets.size(); ++i) {
         const Measured& m = results[i];
         std::fprintf(stderr,
@@ -837,6 +898,8 @@ int main(int argc, char** argv)
         t.rtt_percentile(0.5), 1, "<= 1.5x direct", r.rtt_percentile(0.5) <= 1.5 * d.rtt_percentile(0.5));
     row("round trip p99 us", r.rtt_percentile(0.99), s.rtt_percentile(0.99), d.rtt_percentile(0.99),
         t.rtt_percentile(0.99), 1, "", true);
+    row("1 CPU: round trip us", r.rtt_percentile(0.5, true), s.rtt_percentile(0.5, true),
+        d.rtt_percentile(0.5, true), t.rtt_percentile(0.5, true), 1, "", true);
     row("connections/s", r.connections_per_second(), s.connections_per_second(), d.connections_per_second(),
         t.connections_per_second(), 0, ">= 15x socat",
         r.connections_per_second() >= 15 * s.connections_per_second());
