@@ -891,9 +891,9 @@ int main(int argc, char** argv)
     std::printf("%-22s %9s %9s %9s %9s %12s %13s   %s\n", "", "relay", "socat", "direct", "tcp",
         "relay/socat", "relay/direct", "target");
     row("upload MiB/s", r.up(), s.up(), d.up(), t.up(), 0, ">= 6x socat, >= 0.5x direct",
-        r.up() >= 6 * s.up() && r.up() >= 0.5 * d.up());
+        s.up() > 0 && r.up() >= 6 * s.up() && r.up() >= 0.5 * d.up());
     row("download MiB/s", r.down(), s.down(), d.down(), t.down(), 0, ">= 6x socat, >= 0.5x direct",
-        r.down() >= 6 * s.down() && r.down() >= 0.5 * d.down());
+        s.down() > 0 && r.down() >= 6 * s.down() && r.down() >= 0.5 * d.down());
     row("round trip median us", r.rtt_percentile(0.5), s.rtt_percentile(0.5), d.rtt_percentile(0.5),
         t.rtt_percentile(0.5), 1, "<= 1.5x direct", r.rtt_percentile(0.5) <= 1.5 * d.rtt_percentile(0.5));
     row("round trip p99 us", r.rtt_percentile(0.99), s.rtt_percentile(0.99), d.rtt_percentile(0.99),
@@ -902,7 +902,7 @@ int main(int argc, char** argv)
         d.rtt_percentile(0.5, true), t.rtt_percentile(0.5, true), 1, "", true);
     row("connections/s", r.connections_per_second(), s.connections_per_second(), d.connections_per_second(),
         t.connections_per_second(), 0, ">= 15x socat",
-        r.connections_per_second() >= 15 * s.connections_per_second());
+        s.connections_per_second() > 0 && r.connections_per_second() >= 15 * s.connections_per_second());
     if (o.runs("streams"))
         std::printf("\nrelay process CPU per GiB relayed: upload %.0f ms, download %.0f ms\n",
                     r.up_cpu_ms * kMiB * 1024 / static_cast<double>(r.up_bytes),
