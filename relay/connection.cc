@@ -75,7 +75,12 @@ Outcome Connection::on_event(Side side, uint32_t events, const Pumps& pumps)
         return Outcome::Done;
     if (up_status == Status::Busy || down_status == Status::Busy)
         return Outcome::Busy;
-    if (up_status == Status::Starved || down_status == Status::Starved)
+    m_starving = 0;
+    if (up_status == Status::Starved)
+        m_starving |= pumps.splice_upload ? kNeedsPipe : kNeedsBuffer;
+    if (down_status == Status::Starved)
+        m_starving |= kNeedsBuffer;
+    if (m_starving)
         return Outcome::Starved;
     return Outcome::Open;
 }

@@ -16,7 +16,7 @@ enum class Side : uint8_t { Tcp = 0, Unix = 1 };
 enum class Outcome {
     Open,     // waiting for the next readiness edge
     Busy,     // a pump used its budget with work left: ask epoll to report the fds again
-    Starved,  // a direction has bytes to read but every buffer or pipe is lent: retry when one is back
+    Starved,  // a direction has bytes to read but every buffer or pipe is lent: see starving()
     Done,     // both directions delivered their EOF: close both sockets
     Reset,    // a reset or an error on either side: abort both
 };
@@ -43,6 +43,10 @@ public:
     // Records what an epoll event says about one side (none: events == 0), then moves bytes
     // both ways.
     Outcome on_event(Side side, uint32_t events, const Pumps& pumps);
+
+    // After Outcome::Starved: what it waits for, kNeedsBuffer and/or kNeedsPipe.
+    static constexpr unsigned kNeedsBuffer = 1, kNeedsPipe = 2;
+    unsigned starving() const { return m_starving; }
 
     // Makes the coming close abortive: the TCP client gets an RST instead of a FIN. The Unix
     // peer sees its socket closed (EOF, or ECONNRESET if the relay left its bytes unread).
@@ -82,6 +86,7 @@ private:
     Endpoint m_end[2];
     Direction m_dir[2];  // indexed by the source side: m_dir[Tcp] carries tcp -> unix
     uint32_t m_listener;
+    unsigned m_starving = 0;
 };
 
 } // namespace cocoon::relay

@@ -239,25 +239,28 @@ void Relay::run_once(int timeout_ms)
 
 Pumps Relay::pumps() { return {*m_buffers, *m_pipes, m_options.splice_upload}; }
 
-// Gives the connections that found no buffer or pipe another turn, oldest first, while some can
-// be lent. One that starves again goes to the back.
+// Gives the connections that found no buffer (or pipe) another turn, oldest first, while one
+// can be lent. One that starves again goes to the back; the others keep waiting without a call.
 void Relay::retry_starved()
 {
-    if (m_starved.empty())
-        return;
-    std::vector<uint64_t> waiting;
-    waiting.swap(m_starved);
-    size_t i = 0;
-    for (; i < waiting.size() && (m_buffers->can_lend() || m_pipes->can_lend()); ++i) {
-        const auto index = static_cast<uint32_t>(waiting[i]);
-        const auto generation = static_cast<uint32_t>(waiting[i] >> 32) & kGenerationMask;
-        Slot& slot = m_slots[index];
-        if (!slot.connection || (slot.generation & kGenerationMask) != generation)
-            continue;
-        slot.starved = false;
-        on_connection(waiting[i], 0);
+    for (unsigned kind = 0; kind < 2; ++kind) {
+        std::deque<uint64_t>& queue = m_starved[kind];
+        const bool pipes = kind == 1;
+        const unsigned bit = pipes ? Connection::kNeedsPipe : Connection::kNeedsBuffer;
+        for (size_t n = queue.size(); n > 0 && !queue.empty(); --n) {
+            if (!(pipes ? m_pipes->can_lend() : m_buffers->can_lend()))
+                break;
+            const uint64_t token = queue.front();
+            queue.pop_front();
+            const auto index = static_cast<uint32_t>(token);
+            const auto generation = static_cast<uint32_t>(token >> 32) & kGenerationMask;
+            Slot& slot = m_slots[index];
+            if (!slot.connection || (slot.generation & kGenerationMask) != generation)
+                continue;
+            slot.starved &= ~bit;
+            on_connection(token, 0);
+        }
     }
-    m_starved.insert(m_starved.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(i), waiting.end());
 }
 
 void Relay::on_listener(uint32_t index)
@@ -362,9 +365,12 @@ void Relay::on_connection(uint64_t token, uint32_t events)
         return;
     case Outcome::Starved:
         // Retried by run_once when a buffer or pipe comes back; no epoll edge would do it.
-        if (!slot.starved) {
-            slot.starved = true;
-            m_starved.push_back(token);
+        for (unsigned kind = 0; kind < 2; ++kind) {
+            const unsigned bit = kind == 1 ? Connection::kNeedsPipe : Connection::kNeedsBuffer;
+            if ((connection.starving() & bit) && !(slot.starved & bit)) {
+                slot.starved |= bit;
+                m_starved[kind].push_back(token);
+            }
         }
         return;
     case Outcome::Busy:
@@ -395,7 +401,7 @@ void Relay::close_connection(uint32_t index, bool reset)
     if (reset)
         slot.connection->abort();
     slot.connection->release(pumps());
-    slot.starved = false;
+    slot.starved = 0;
     // Closing the fds takes them out of the epoll set (no EPOLL_CTL_DEL needed); a late event
     // misses on the generation.
     slot.connection.reset();
@@ -520,13 +526,14 @@ void Relay::close_all()
         if (m_slots[i].connection) {
             m_slots[i].connection->release(pumps());
             m_slots[i].connection.reset();
-            m_slots[i].starved = false;
+            m_slots[i].starved = 0;
             ++m_slots[i].generation;
             m_free_slots.push_back(i);
         }
     }
     m_connection_count.store(0, std::memory_order_relaxed);
-    m_starved.clear();
+    m_starved[0].clear();
+    m_starved[1].clear();
     m_buffers->clear();
     m_pipes->clear();
     m_spare_unix.reset();

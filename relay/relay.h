@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -95,7 +96,7 @@ public:
     // Buffers and pipes lent to connections now (bytes in flight), and connections waiting for one.
     size_t lent_buffer_count() const;
     size_t lent_pipe_count() const;
-    size_t starved_count() const { return m_starved.size(); }
+    size_t starved_count() const { return m_starved[0].size() + m_starved[1].size(); }
 
     // The max_connections that fits in `fds` file descriptors: two per connection, once the
     // relay's own (its pipes, lent and spare; epoll; timer; a spare socket) and `reserve` for the
@@ -109,7 +110,7 @@ private:
     struct Slot {
         std::unique_ptr<Connection> connection;
         uint32_t generation = 0;
-        bool starved = false;  // its token is in m_starved
+        unsigned starved = 0;  // Connection::kNeeds* bits: its token is in those m_starved queues
     };
     using Clock = std::chrono::steady_clock;
 
@@ -138,7 +139,8 @@ private:
     std::vector<uint32_t> m_free_slots;
     std::unique_ptr<BufferPool> m_buffers;
     std::unique_ptr<PipePool> m_pipes;
-    std::vector<uint64_t> m_starved;  // tokens of connections waiting for a buffer or pipe
+    // Tokens of connections waiting for a buffer ([0]) or a pipe ([1]), oldest first.
+    std::deque<uint64_t> m_starved[2];
     UniqueFd m_spare_unix;  // the next connection's socket to the host, made before accept4
     std::atomic<size_t> m_connection_count{0};
 };

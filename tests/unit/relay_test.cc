@@ -48,6 +48,7 @@ protected:
         return addr;
     }
     std::string socket_path() const { return m_dir / "proxy.sock"; }
+    void check_cap(bool upload);
 
     test::TempDir m_dir;
 
@@ -312,7 +313,9 @@ relay::RelayOptions tiny_budget()
 
 } // namespace
 
-TEST_F(RelayTest, BytesInFlightAreCappedAcrossConnections)
+// One connection's stalled transfer holds the relay's only buffer (download) or pipe (upload);
+// another connection's bytes in the same direction wait for it, and come once the reader reads.
+void RelayTest::check_cap(bool upload)
 {
     UniqueFd proxy = unix_listener(socket_path());
     relay::Relay relay(tiny_budget());
@@ -323,33 +326,40 @@ TEST_F(RelayTest, BytesInFlightAreCappedAcrossConnections)
     UniqueFd other = connect_to(addr);
     UniqueFd other_server = accept_one(proxy.get());
     ASSERT_TRUE(stalled_server && other_server);
+    const int stalled_writer = upload ? stalled.get() : stalled_server.get();
+    const int stalled_reader = upload ? stalled_server.get() : stalled.get();
+    const int other_writer = upload ? other.get() : other_server.get();
+    const int other_reader = upload ? other_server.get() : other.get();
 
-    // A download the client does not read: the socket buffers fill, then the relay holds its only
-    // buffer with bytes TCP cannot take.
+    // A transfer nobody reads: the socket buffers fill, then the relay holds its only buffer or
+    // pipe with bytes the destination cannot take.
     constexpr uint64_t kTotal = 64 * kMiB;
     std::atomic<uint64_t> sent{0};
     std::jthread writer([&] {
-        send_pattern(stalled_server.get(), 5, kTotal, &sent);
-        ::shutdown(stalled_server.get(), SHUT_WR);
+        send_pattern(stalled_writer, 5, kTotal, &sent);
+        ::shutdown(stalled_writer, SHUT_WR);
     });
     ASSERT_TRUE(wait_until([&] {
         const uint64_t before = sent.load();
         std::this_thread::sleep_for(200ms);
         return sent.load() == before && before > 0;
-    })) << "the stalled download never stopped";
-    // The other connection's reply waits for that buffer: it does not come while the first
-    // connection is stalled ...
-    ASSERT_TRUE(send_all(other_server.get(), "reply", 5));
-    pollfd pfd{other.get(), POLLIN, 0};
-    EXPECT_EQ(::poll(&pfd, 1, 300), 0) << "a second buffer was lent";
-    // ... and comes once the stalled client reads.
-    Received got = receive_pattern(stalled.get(), 5);
+    })) << "the stalled transfer never stopped";
+    // The other connection's bytes wait: they do not come while the first is stalled ...
+    ASSERT_TRUE(send_all(other_writer, "bytes", 5));
+    pollfd pfd{other_reader, POLLIN, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 300), 0) << "a second " << (upload ? "pipe" : "buffer") << " was lent";
+    // ... and come once the stalled reader reads.
+    Received got = receive_pattern(stalled_reader, 5);
     EXPECT_EQ(got.bytes, kTotal);
     EXPECT_TRUE(got.intact);
     char buf[5];
-    ASSERT_EQ(recv_exact(other.get(), buf, 5), 5u);
-    EXPECT_EQ(std::string(buf, 5), "reply");
+    ASSERT_EQ(recv_exact(other_reader, buf, 5), 5u);
+    EXPECT_EQ(std::string(buf, 5), "bytes");
 }
+
+TEST_F(RelayTest, BuffersInFlightAreCappedAcrossConnections) { check_cap(false); }
+
+TEST_F(RelayTest, PipesInFlightAreCappedAcrossConnections) { check_cap(true); }
 
 TEST_F(RelayTest, ManyTransfersShareOneBufferAndOnePipe)
 {
