@@ -1,4 +1,5 @@
-// Applying the mount plan: binds, tmpfs, proc, devpts, dirs, symlinks, pivot_root.
+// Applying the mount plan: binds, tmpfs, proc, devpts, mqueue, dirs, files,
+// symlinks, chmod, pivot_root.
 // Runs in the sandbox's first process, in its own mount namespace, before any
 // privilege is dropped. Every destination is resolved under the new root with
 // openat2(RESOLVE_IN_ROOT), so no symlink in it can lead outside.
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <optional>
+#include <vector>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
@@ -35,8 +38,9 @@ std::pair<std::string, std::string> split_parent(const std::string& path)
     return {parent, path.substr(slash + 1)};
 }
 
-// mkdir -p under root; returns an O_PATH fd of the final directory.
-UniqueFd ensure_dir(int root, const std::string& path, mode_t mode)
+// mkdir -p under root; returns an O_PATH fd of the final directory. A
+// directory it creates gets `mode`, missing parents `parent_mode`.
+UniqueFd ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_mode = kDirMode)
 {
     UniqueFd dir;
     // Most destinations exist already or need only their last component.
@@ -46,7 +50,7 @@ UniqueFd ensure_dir(int root, const std::string& path, mode_t mode)
     if (err != -ENOENT)
         throw SysError(-err, "Can't open directory " + path);
     auto [parent, name] = split_parent(path);
-    UniqueFd up = ensure_dir(root, parent, 0755);
+    UniqueFd up = ensure_dir(root, parent, parent_mode, parent_mode);
     if (::mkdirat(up.get(), name.c_str(), mode) < 0 && errno != EEXIST)
         throw SysError(errno, "Can't mkdir " + path);
     err = sys::try_openat2(up.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, 0, dir);
@@ -60,10 +64,10 @@ UniqueFd ensure_dir(int root, const std::string& path, mode_t mode)
 
 // Resolves (creating if missing) the mount point for a bind of a directory
 // or of a non-directory.
-UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir)
+UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir, mode_t parent_mode = kDirMode)
 {
     if (is_dir)
-        return ensure_dir(root, dest, 0755);
+        return ensure_dir(root, dest, kDirMode, parent_mode);
     UniqueFd fd;
     int err = sys::try_openat2(root, dest, O_PATH, kInRoot, 0, fd);
     if (err == 0)
@@ -71,7 +75,7 @@ UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir)
     if (err != -ENOENT)
         throw SysError(-err, "Can't open " + dest);
     auto [parent, name] = split_parent(dest);
-    UniqueFd dir = ensure_dir(root, parent, 0755);
+    UniqueFd dir = ensure_dir(root, parent, parent_mode, parent_mode);
     // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
     // link planted in the sandbox points.
     fd.reset(::openat(dir.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
@@ -80,8 +84,8 @@ UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir)
     return fd;
 }
 
-// A new, detached superblock mount of fstype (tmpfs, proc, devpts).
-UniqueFd new_mount(const char* fstype, std::initializer_list<std::pair<const char*, std::string>> params,
+// A new, detached superblock mount of fstype (tmpfs, proc, devpts, mqueue).
+UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params,
                    unsigned attrs, const std::string& dest)
 {
     std::string what = std::string("Can't mount ") + fstype + " on " + dest;
@@ -136,12 +140,46 @@ void cover_proc(int root, const std::string& dest)
     }
 }
 
-// A clone of the host tree at bind.source, with the bind's restrictions set
-// on every mount in it; nullopt for a missing optional source.
+std::string fd_name(const FdUse& use)
+{
+    return std::string(use.option) + " " + std::to_string(use.fd);
+}
+
+// --bind-fd: the caller's fd names a mount of the caller's mount namespace,
+// which open_tree may not clone from ours. Our namespace is a copy, so the
+// fd's path leads to the copy of that mount; the clone must be the very file
+// the fd names (a rename in between makes this an error, never another file).
+UniqueFd open_fd_tree(const Bind& bind)
+{
+    const std::string what = fd_name(*fd_use(bind));
+    struct stat want, got;
+    check(::fstat(bind.fd, &want), "Can't use " + what);
+    char path[PATH_MAX];
+    ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(bind.fd)).c_str(), path, sizeof path);
+    if (n < 0 || n == sizeof path)
+        throw SysError(n < 0 ? errno : ENAMETOOLONG, "Can't find the path of " + what);
+    if (path[0] != '/')
+        throw UsageError("Can't bind " + what + ": not a file or directory (" + std::string(path, n) + ")");
+    const std::string source(path, n);
+    UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(),
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW));
+    if (!tree)
+        throw SysError(errno, "Can't find source path " + source + " of " + what);
+    check(::fstat(tree.get(), &got), "Can't use " + what);
+    if (got.st_dev != want.st_dev || got.st_ino != want.st_ino)
+        throw UsageError("Can't bind " + what + ": " + source + " no longer names the file the fd is open on");
+    return tree;
+}
+
+// A clone of the host tree at bind.source (or at bind.fd), with the bind's
+// restrictions set on every mount in it; nullopt for a missing optional source.
 std::optional<UniqueFd> open_source(const Bind& bind)
 {
-    UniqueFd tree(::open_tree(AT_FDCWD, bind.source.c_str(),
-                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    UniqueFd tree;
+    if (bind.fd >= 0)
+        tree = open_fd_tree(bind);
+    else
+        tree.reset(::open_tree(AT_FDCWD, bind.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
     if (!tree) {
         if (errno == ENOENT && bind.optional)
             return std::nullopt;
@@ -159,9 +197,32 @@ std::optional<UniqueFd> open_source(const Bind& bind)
     return tree;
 }
 
+// Copies everything the caller's fd gives (a file, pipe or socket) into `to`.
+void copy_data(int from, int to, const Data& d)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(from, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw SysError(errno, "Can't read " + fd_name(*fd_use(d)) + " for " + d.dest);
+        if (n == 0)
+            return;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = ::write(to, buf + done, static_cast<size_t>(n - done));
+            if (w < 0 && errno != EINTR)
+                throw SysError(errno, "Can't write data to file " + d.dest);
+            done += w > 0 ? w : 0;
+        }
+    }
+}
+
 struct Applier {
     int root;
     std::optional<UniqueFd>* source;  // the pre-opened source of the current op
+    int data_dir;                     // the hidden tmpfs for --bind-data files, or -1
+    size_t index;                     // the op's position, for unique names in data_dir
 
     void operator()(const Bind& b) const
     {
@@ -171,14 +232,70 @@ struct Applier {
         struct stat st;
         check(::fstat(tree, &st), "stat(" + b.source + ")");
         UniqueFd target = ensure_mount_point(root, b.dest, S_ISDIR(st.st_mode));
-        attach(tree, target.get(), "Can't bind mount " + b.source + " on " + b.dest);
+        const std::string what = b.fd >= 0 ? fd_name(*fd_use(b)) : b.source;
+        attach(tree, target.get(), "Can't bind mount " + what + " on " + b.dest);
     }
     void operator()(const Tmpfs& t) const
     {
-        UniqueFd target = ensure_dir(root, t.dest, 0755);
-        UniqueFd mnt = new_mount("tmpfs", {{"mode", octal(t.mode)}},
-                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, t.dest);
+        UniqueFd target = ensure_dir(root, t.dest, kDirMode, t.parent_mode);
+        std::vector<std::pair<const char*, std::string>> params{{"mode", octal(t.mode)}};
+        if (t.size > 0)
+            params.emplace_back("size", std::to_string(t.size));
+        UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, t.dest);
         attach(mnt.get(), target.get(), "Can't mount tmpfs on " + t.dest);
+    }
+    void operator()(const Mqueue& m) const
+    {
+        UniqueFd target = ensure_dir(root, m.dest, kDirMode);
+        UniqueFd mnt = new_mount("mqueue", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, m.dest);
+        attach(mnt.get(), target.get(), "Can't mount mqueue on " + m.dest);
+    }
+    void operator()(const Data& d) const
+    {
+        if (d.kind == DataKind::File) {
+            ensure_dir(root, split_parent(d.dest).first, d.parent_mode, d.parent_mode);
+            // Like bwrap: an existing file is overwritten and keeps its mode.
+            // O_NONBLOCK: a FIFO at dest fails instead of hanging the setup.
+            UniqueFd file;
+            int err = sys::try_openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK,
+                                       kInRoot, d.mode, file);
+            if (err < 0)
+                throw SysError(-err, "Can't create file " + d.dest);
+            copy_data(d.fd, file.get(), d);
+            return;
+        }
+        // Security: the data file lives in a tmpfs that is attached only below
+        // the new root while it is built, and goes with the old root: the bind
+        // at dest is the one place the sandbox can reach it, and the host
+        // never sees it. It is unlinked once bound, so nothing names it either.
+        const std::string name = "data-" + std::to_string(index);
+        UniqueFd file(::openat(data_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, d.mode));
+        if (!file)
+            throw SysError(errno, "Can't create the data file for " + d.dest);
+        copy_data(d.fd, file.get(), d);
+        const std::string what = "Can't bind mount " + fd_name(*fd_use(d)) + " on " + d.dest;
+        UniqueFd tree(::open_tree(data_dir, name.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+        if (!tree)
+            throw SysError(errno, what);
+        unsigned long long set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        if (d.kind == DataKind::RoBind)
+            set |= MOUNT_ATTR_RDONLY;
+        set_attrs(tree.get(), 0, set, what);
+        UniqueFd target = ensure_mount_point(root, d.dest, false, d.parent_mode);
+        attach(tree.get(), target.get(), what);
+        // Only now: the kernel attaches no mount whose root is unlinked.
+        check(::unlinkat(data_dir, name.c_str(), 0), what);
+    }
+    void operator()(const Chmod& c) const
+    {
+        const std::string what = "Can't chmod " + octal(c.mode) + " " + c.dest;
+        UniqueFd target;
+        int err = sys::try_openat2(root, c.dest, O_PATH, kInRoot, 0, target);
+        if (err < 0)
+            throw SysError(-err, what);
+        // An O_PATH fd takes no fchmod; its /proc link names the same inode
+        // (and /proc is still the host's here, before pivot_root).
+        check(::chmod(("/proc/self/fd/" + std::to_string(target.get())).c_str(), c.mode), what);
     }
     void operator()(const Proc& p) const
     {
@@ -195,7 +312,7 @@ struct Applier {
                                  MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, d.dest);
         attach(mnt.get(), target.get(), "Can't mount devpts on " + d.dest);
     }
-    void operator()(const Dir& d) const { ensure_dir(root, d.dest, d.mode); }
+    void operator()(const Dir& d) const { ensure_dir(root, d.dest, d.mode, d.parent_mode); }
     void operator()(const Symlink& s) const
     {
         auto [parent, name] = split_parent(s.dest);
@@ -223,6 +340,9 @@ void apply(const Plan& plan)
 {
     // Security: nothing mounted from here on propagates back to the host.
     check(::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr), "Failed to make / slave");
+    // Modes are exactly what the plan says (bwrap ignores the umask too); the
+    // command gets the caller's umask back below.
+    const mode_t caller_umask = ::umask(0);
 
     // Open every host source first, while the host tree is still in view.
     std::vector<std::optional<UniqueFd>> sources(plan.ops.size());
@@ -230,12 +350,25 @@ void apply(const Plan& plan)
         if (auto* bind = std::get_if<Bind>(&plan.ops[i]))
             sources[i] = open_source(*bind);
 
+    // --bind-data files are made in a tmpfs of their own, attached under the
+    // staging point so that the new root covers it; it is never in the new
+    // root's tree. (open_tree can clone a file from it only once it is
+    // attached in our namespace, on kernels before 6.15.)
+    UniqueFd data_dir;
+    for (const Op& op : plan.ops)
+        if (auto* d = std::get_if<Data>(&op); d && d->kind != DataKind::File && !data_dir) {
+            // Not noexec: a --ro-bind-data file may be a script to run, as in bwrap.
+            data_dir = new_mount("tmpfs", {{"mode", "0700"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "(data files)");
+            check(::move_mount(data_dir.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
+                  std::string("Can't attach the data tmpfs on ") + kStaging);
+        }
+
     UniqueFd root = new_mount("tmpfs", {{"mode", "0755"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/");
     check(::move_mount(root.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
           std::string("Can't attach the new root on ") + kStaging);
 
     for (size_t i = 0; i < plan.ops.size(); ++i) {
-        std::visit(Applier{root.get(), &sources[i]}, plan.ops[i]);
+        std::visit(Applier{root.get(), &sources[i], data_dir.get(), i}, plan.ops[i]);
         // A mount onto "/" stacks over the root we hold; walks that start at
         // an fd do not climb onto mounts stacked on it, so take the new top.
         if (dest_of(plan.ops[i]) == "/") {
@@ -253,6 +386,15 @@ void apply(const Plan& plan)
     sys::pivot_root(".", ".");
     check(::umount2(".", MNT_DETACH), "Can't detach the old root");
     check(::chdir("/"), "chdir(/)");
+    ::umask(caller_umask);
+
+    // Security: the fds the data and --bind-fd ops used do not reach the
+    // command (bwrap closes them too, even 0-2); fds above 2 would be closed
+    // at exec anyway.
+    data_dir.reset();
+    for (const Op& op : plan.ops)
+        if (auto use = fd_use(op))
+            ::close(use->fd);
 }
 
 } // namespace cocoon::mount

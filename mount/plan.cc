@@ -10,6 +10,38 @@ const std::string& dest_of(const Op& op)
     return std::visit([](const auto& o) -> const std::string& { return o.dest; }, op);
 }
 
+mode_t parent_mode_for(mode_t perms)
+{
+    mode_t mode = kDirMode;
+    if ((perms & 0070) == 0)
+        mode &= ~0070u;
+    if ((perms & 0007) == 0)
+        mode &= ~0007u;
+    return mode;
+}
+
+const char* option_of(DataKind kind)
+{
+    switch (kind) {
+    case DataKind::File:
+        return "--file";
+    case DataKind::Bind:
+        return "--bind-data";
+    case DataKind::RoBind:
+        return "--ro-bind-data";
+    }
+    return "?";
+}
+
+std::optional<FdUse> fd_use(const Op& op)
+{
+    if (auto* d = std::get_if<Data>(&op))
+        return FdUse{d->fd, option_of(d->kind)};
+    if (auto* b = std::get_if<Bind>(&op); b && b->fd >= 0)
+        return FdUse{b->fd, b->kind == BindKind::ReadOnly ? "--ro-bind-fd" : "--bind-fd"};
+    return std::nullopt;
+}
+
 std::string normalize_dest(const std::string& path)
 {
     if (path.empty())
@@ -45,7 +77,7 @@ std::string join(const std::string& dir, const char* name)
 // the usual /proc/self/fd links, a new devpts instance and an empty shm dir.
 void expand_dev(const std::string& dest, std::vector<Op>& out)
 {
-    out.push_back(Tmpfs{dest, 0755});
+    out.push_back(Tmpfs{dest, kDirMode});
     for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
         out.push_back(Bind{std::string("/dev/") + node, join(dest, node), BindKind::Dev, false});
     const char* links[][2] = {{"/proc/self/fd", "fd"},     {"/proc/self/fd/0", "stdin"},
@@ -53,7 +85,7 @@ void expand_dev(const std::string& dest, std::vector<Op>& out)
                               {"/proc/kcore", "core"},     {"pts/ptmx", "ptmx"}};
     for (auto& [target, name] : links)
         out.push_back(Symlink{target, join(dest, name)});
-    out.push_back(Dir{join(dest, "shm"), 0755});
+    out.push_back(Dir{join(dest, "shm"), kDirMode});
     out.push_back(Devpts{join(dest, "pts")});
 }
 

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -12,6 +13,15 @@ namespace cocoon::mount {
 
 enum class BindKind { ReadWrite, ReadOnly, Dev };
 
+// Modes as bwrap sets them when no --perms comes first.
+constexpr mode_t kDirMode = 0755;   // --dir, --tmpfs, missing parents
+constexpr mode_t kFileMode = 0666;  // --file
+constexpr mode_t kDataMode = 0600;  // --bind-data, --ro-bind-data
+
+// bwrap's rule for the parents an op creates: 0755, except that --perms
+// without group (or other) bits takes those bits away from the parents too.
+mode_t parent_mode_for(mode_t perms);
+
 // A host path (resolved from the caller's cwd, before the sandbox exists)
 // bound recursively onto a path in the new root.
 struct Bind {
@@ -19,10 +29,13 @@ struct Bind {
     std::string dest;
     BindKind kind = BindKind::ReadWrite;
     bool optional = false;  // the -try forms: a missing source is skipped
+    int fd = -1;            // --bind-fd/--ro-bind-fd: the source is this open fd, not `source`
 };
 struct Tmpfs {
     std::string dest;
-    mode_t mode = 0755;
+    mode_t mode = kDirMode;
+    unsigned long long size = 0;  // --size in bytes; 0: the kernel's default
+    mode_t parent_mode = kDirMode;
 };
 struct Proc {
     std::string dest;
@@ -37,7 +50,26 @@ struct Devpts {
 };
 struct Dir {
     std::string dest;
-    mode_t mode = 0755;
+    mode_t mode = kDirMode;  // only for a directory this op creates
+    mode_t parent_mode = kDirMode;
+};
+// --file, --bind-data, --ro-bind-data: the bytes read from fd become a file.
+enum class DataKind { File, Bind, RoBind };
+const char* option_of(DataKind kind);
+struct Data {
+    int fd = -1;
+    std::string dest;
+    DataKind kind = DataKind::File;
+    mode_t mode = kFileMode;
+    mode_t parent_mode = kDirMode;
+};
+struct Mqueue {
+    std::string dest;
+};
+// --chmod: dest must exist when the op runs.
+struct Chmod {
+    std::string dest;
+    mode_t mode = 0;
 };
 struct Symlink {
     std::string target;
@@ -47,7 +79,7 @@ struct RemountRo {
     std::string dest;
 };
 
-using Op = std::variant<Bind, Tmpfs, Proc, Dev, Devpts, Dir, Symlink, RemountRo>;
+using Op = std::variant<Bind, Tmpfs, Proc, Dev, Devpts, Dir, Symlink, RemountRo, Data, Mqueue, Chmod>;
 
 // What apply() executes: destinations normalised, --dev expanded.
 struct Plan {
@@ -56,6 +88,13 @@ struct Plan {
 
 // The destination of any op.
 const std::string& dest_of(const Op& op);
+
+// An op that reads from one of the caller's fds, and the option that named it.
+struct FdUse {
+    int fd;
+    const char* option;  // "--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd"
+};
+std::optional<FdUse> fd_use(const Op& op);
 
 // Absolute, without "." or repeated slashes; a destination without a leading
 // slash is taken from the sandbox's root, as bwrap does. Throws UsageError for

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "base/sys_error.h"
 #include "tools/options.h"
@@ -93,6 +94,82 @@ double parse_seconds(const std::string& option, const std::string& text)
     return value;
 }
 
+// bwrap's --perms and --chmod argument: octal, at most 07777.
+mode_t parse_mode(const std::string& option, const std::string& text)
+{
+    unsigned value = 0;
+    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value, 8);
+    if (text.empty() || err != std::errc() || end != text.data() + text.size() || value > 07777)
+        throw UsageError(option + " takes an octal argument <= 07777");
+    return static_cast<mode_t>(value);
+}
+
+// bwrap's --size argument: bytes, decimal, 0x hex or 0 octal (strtoull's
+// base 0), not zero, at most what the kernel's loff_t holds.
+unsigned long long parse_size(const std::string& text)
+{
+    int base = 10;
+    size_t skip = 0;
+    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X'))
+        base = 16, skip = 2;
+    else if (text.size() > 1 && text[0] == '0')
+        base = 8, skip = 1;
+    unsigned long long value = 0;
+    const char* first = text.data() + skip;
+    auto [end, err] = std::from_chars(first, text.data() + text.size(), value, base);
+    if (text.empty() || end == first || err != std::errc() || end != text.data() + text.size() || value == 0)
+        throw UsageError("--size takes a non-zero number of bytes");
+    constexpr unsigned long long kMax = 0x7fffffffffffffffULL;
+    if (value > kMax)
+        throw UsageError("--size (for tmpfs) is limited to " + std::to_string(kMax));
+    return value;
+}
+
+// The options --perms and --size may come before (bwrap's list).
+bool takes_perms(const std::string& name)
+{
+    for (const char* n : {"bind-data", "ro-bind-data", "file", "dir", "tmpfs"})
+        if (name == n)
+            return true;
+    return false;
+}
+
+// bwrap's rule: a pending --perms or --size must be used by the very next
+// option (the other modifier may come between). Throws if `name` is not one.
+void check_modifiers(const Options& o, const std::string& name)
+{
+    if (o.next_size && name != "tmpfs" && name != "size" && name != "perms")
+        throw UsageError("--size must be followed by --tmpfs");
+    if (o.next_perms && !takes_perms(name) && name != "size" && name != "perms")
+        throw UsageError("--perms must be followed by an option that creates a file");
+}
+
+// The mode an op gets (the pending --perms, else bwrap's default for it) and
+// the mode of the parents it creates.
+std::pair<mode_t, mode_t> take_perms(Options& o, mode_t fallback)
+{
+    std::optional<mode_t> perms = std::exchange(o.next_perms, std::nullopt);
+    if (!perms)
+        return {fallback, mount::kDirMode};
+    return {*perms, mount::parent_mode_for(*perms)};
+}
+
+Handler data(mount::DataKind kind, mode_t fallback)
+{
+    return [kind, fallback](Options& o, const std::vector<std::string>& a) {
+        auto [mode, parents] = take_perms(o, fallback);
+        o.mounts.push_back(mount::Data{parse_fd(mount::option_of(kind), a[0]), a[1], kind, mode, parents});
+    };
+}
+
+Handler bind_fd(mount::BindKind kind)
+{
+    return [kind](Options& o, const std::vector<std::string>& a) {
+        const char* name = kind == mount::BindKind::ReadOnly ? "--ro-bind-fd" : "--bind-fd";
+        o.mounts.push_back(mount::Bind{"", a[1], kind, false, parse_fd(name, a[0])});
+    };
+}
+
 Handler bind(mount::BindKind kind, bool optional)
 {
     return [kind, optional](Options& o, const std::vector<std::string>& a) {
@@ -149,10 +226,39 @@ const std::vector<Spec>& specs()
          [](Options& o, const V& a) { o.mounts.push_back(mount::RemountRo{a[0]}); }},
         {"proc", "DEST", "Mount a new procfs on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
         {"dev", "DEST", "Mount a new /dev on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
+        {"bind-fd", "FD DEST", "Bind mount the directory or file open at FD on DEST", bind_fd(BindKind::ReadWrite)},
+        {"ro-bind-fd", "FD DEST", "Like --bind-fd, read-only", bind_fd(BindKind::ReadOnly)},
         {"tmpfs", "DEST", "Mount a new tmpfs on DEST",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Tmpfs{a[0], 0755}); }},
+         [](Options& o, const V& a) {
+             auto [mode, parents] = take_perms(o, mount::kDirMode);
+             unsigned long long size = std::exchange(o.next_size, std::nullopt).value_or(0);
+             o.mounts.push_back(mount::Tmpfs{a[0], mode, size, parents});
+         }},
+        {"mqueue", "DEST", "Mount a new mqueue on DEST",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Mqueue{a[0]}); }},
         {"dir", "DEST", "Create a directory at DEST",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Dir{a[0], 0755}); }},
+         [](Options& o, const V& a) {
+             auto [mode, parents] = take_perms(o, mount::kDirMode);
+             o.mounts.push_back(mount::Dir{a[0], mode, parents});
+         }},
+        {"file", "FD DEST", "Copy from FD to a new file DEST (mode 0666)", data(mount::DataKind::File, mount::kFileMode)},
+        {"bind-data", "FD DEST", "Copy from FD to a file bind-mounted on DEST (mode 0600)",
+         data(mount::DataKind::Bind, mount::kDataMode)},
+        {"ro-bind-data", "FD DEST", "Like --bind-data, read-only", data(mount::DataKind::RoBind, mount::kDataMode)},
+        {"chmod", "OCTAL PATH", "Change the permissions of PATH (must exist)",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Chmod{a[1], parse_mode("--chmod", a[0])}); }},
+        {"perms", "OCTAL", "Set permissions of the next --bind-data, --ro-bind-data, --file, --dir or --tmpfs",
+         [](Options& o, const V& a) {
+             if (o.next_perms)
+                 throw UsageError("--perms given twice for the same action");
+             o.next_perms = parse_mode("--perms", a[0]);
+         }},
+        {"size", "BYTES", "Set the size in bytes of the next --tmpfs",
+         [](Options& o, const V& a) {
+             if (o.next_size)
+                 throw UsageError("--size given twice for the same action");
+             o.next_size = parse_size(a[0]);
+         }},
         {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
          [](Options& o, const V& a) { o.mounts.push_back(mount::Symlink{a[0], a[1]}); }},
         {"new-session", "", "Create a new terminal session", flag(&Options::new_session)},
@@ -246,11 +352,16 @@ Options parse_args(const std::vector<std::string>& args)
                                         .run();
         // parsed.options keeps command-line order, which the mount and
         // environment edits depend on.
-        for (const po::option& opt : parsed.options)
+        for (const po::option& opt : parsed.options) {
+            check_modifiers(o, opt.string_key);
             t.by_name.at(opt.string_key)->handle(o, opt.value);
+        }
     } catch (const po::error& e) {
         throw UsageError(e.what());
     }
+    // A --perms or --size with no option after it does nothing (as in bwrap).
+    o.next_perms.reset();
+    o.next_size.reset();
     o.command.assign(args.begin() + static_cast<long>(command), args.end());
     return o;
 }

@@ -70,6 +70,10 @@ int cocoon_main(int argc, char** argv)
         for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"}})
             if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
                 throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
+        // A closed fd is refused here, before any process or mount exists.
+        for (const mount::Op& op : options.mounts)
+            if (auto use = mount::fd_use(op); use && ::fcntl(use->fd, F_GETFD) < 0)
+                throw SysError(errno, std::string("Invalid ") + use->option + " " + std::to_string(use->fd));
         for (const ns::RelayEndpoint& r : options.relays) {
             struct stat st;
             if (::stat(r.socket.c_str(), &st) < 0)

@@ -42,6 +42,10 @@ struct Options {
     int json_status_fd = -1;
 
     std::vector<mount::Op> mounts;
+    // Parse state: --perms and --size wait here for the option they modify
+    // (bwrap's rule: the very next one). Empty once parse_args returns.
+    std::optional<mode_t> next_perms;
+    std::optional<unsigned long long> next_size;
     std::vector<ns::EnvOp> env;
     std::vector<ns::CapOp> caps;
 

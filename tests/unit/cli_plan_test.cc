@@ -247,3 +247,135 @@ TEST(ParseArgs, StopOptions)
     EXPECT_EQ(parse_args({"--json-status-fd", "3", "--info-fd", "4", "true"}).json_status_fd, 3);
     EXPECT_THROW(parse_args({"--info-fd", "x", "true"}), UsageError);
 }
+
+namespace {
+
+// The message of the UsageError that parse_args throws, or "" if none.
+std::string parse_error(std::vector<std::string> args)
+{
+    try {
+        parse_args(args);
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+template <typename T>
+const T& op(const Options& o, size_t i)
+{
+    return std::get<T>(o.mounts.at(i));
+}
+
+} // namespace
+
+TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
+{
+    Options o = parse_args({"--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--dir", "/d",
+                            "--tmpfs", "/t", "true"});
+    ASSERT_EQ(o.mounts.size(), 5u);
+    EXPECT_EQ(op<mount::Data>(o, 0).kind, mount::DataKind::File);
+    EXPECT_EQ(op<mount::Data>(o, 0).fd, 3);
+    EXPECT_EQ(op<mount::Data>(o, 0).dest, "/f");
+    EXPECT_EQ(op<mount::Data>(o, 0).mode, 0666u);
+    EXPECT_EQ(op<mount::Data>(o, 1).kind, mount::DataKind::Bind);
+    EXPECT_EQ(op<mount::Data>(o, 1).mode, 0600u);
+    EXPECT_EQ(op<mount::Data>(o, 2).kind, mount::DataKind::RoBind);
+    EXPECT_EQ(op<mount::Data>(o, 2).mode, 0600u);
+    EXPECT_EQ(op<mount::Dir>(o, 3).mode, 0755u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 4).mode, 0755u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 4).size, 0u);
+    for (size_t i = 0; i < 3; ++i)
+        EXPECT_EQ(op<mount::Data>(o, i).parent_mode, 0755u);
+}
+
+TEST(ParseArgs, PermsAndSizeModifyOnlyTheNextOption)
+{
+    Options o = parse_args({"--perms", "0700", "--tmpfs", "/a", "--tmpfs", "/b", "--perms", "640", "--file", "3", "/c/f",
+                            "--size", "0x10", "--perms", "0750", "--tmpfs", "/s", "--perms", "0711", "--size", "010",
+                            "--tmpfs", "/u", "--dir", "/d", "true"});
+    ASSERT_EQ(o.mounts.size(), 6u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 0).mode, 0700u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 0).parent_mode, 0700u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 1).mode, 0755u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 1).parent_mode, 0755u);
+    EXPECT_EQ(op<mount::Data>(o, 2).mode, 0640u);
+    EXPECT_EQ(op<mount::Data>(o, 2).parent_mode, 0750u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 3).mode, 0750u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 3).size, 16u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 4).mode, 0711u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 4).size, 8u);
+    EXPECT_EQ(op<mount::Dir>(o, 5).mode, 0755u);
+    EXPECT_FALSE(o.next_perms);
+    EXPECT_FALSE(o.next_size);
+    // Nothing after them: they do nothing, as in bwrap.
+    Options trailing = parse_args({"--perms", "0700", "--size", "5", "--", "true"});
+    EXPECT_TRUE(trailing.mounts.empty());
+    EXPECT_FALSE(trailing.next_perms);
+    EXPECT_EQ(parse_args({"--size", "9223372036854775807", "--tmpfs", "/t", "true"}).mounts.size(), 1u);
+}
+
+TEST(ParseArgs, PermsAndSizeMisuseUsesBwrapsMessages)
+{
+    const std::string not_creating = "--perms must be followed by an option that creates a file";
+    EXPECT_EQ(parse_error({"--perms", "0700", "--bind", "/a", "/b", "true"}), not_creating);
+    EXPECT_EQ(parse_error({"--perms", "0700", "--symlink", "a", "/b", "true"}), not_creating);
+    EXPECT_EQ(parse_error({"--perms", "0700", "--setenv", "A", "B", "--dir", "/d", "true"}), not_creating);
+    EXPECT_EQ(parse_error({"--perms", "0700", "--chmod", "0700", "/d", "true"}), not_creating);
+    EXPECT_EQ(parse_error({"--perms", "0700", "--mqueue", "/m", "true"}), not_creating);
+    EXPECT_EQ(parse_error({"--perms", "0700", "--bind-fd", "3", "/m", "true"}), not_creating);
+    EXPECT_EQ(parse_error({"--perms", "0700", "--perms", "0600", "--dir", "/d", "true"}),
+              "--perms given twice for the same action");
+    EXPECT_EQ(parse_error({"--size", "1", "--size", "2", "--tmpfs", "/t", "true"}),
+              "--size given twice for the same action");
+    EXPECT_EQ(parse_error({"--size", "100", "--dir", "/d", "true"}), "--size must be followed by --tmpfs");
+    EXPECT_EQ(parse_error({"--size", "100", "--perms", "0700", "--dir", "/d", "true"}),
+              "--size must be followed by --tmpfs");
+    EXPECT_EQ(parse_error({"--perms", "0700", "--size", "100", "--file", "3", "/f", "true"}),
+              "--size must be followed by --tmpfs");
+    for (const char* bad : {"999", "10000", "0o700", "0x1", "", "-1", "+7", "7 "})
+        EXPECT_EQ(parse_error({"--perms", bad, "--dir", "/d", "true"}), "--perms takes an octal argument <= 07777")
+            << bad;
+    EXPECT_EQ(parse_error({"--chmod", "8", "/d", "true"}), "--chmod takes an octal argument <= 07777");
+    for (const char* bad : {"0", "-1", "abc", "1k", "", "0x", "18446744073709551616"})
+        EXPECT_EQ(parse_error({"--size", bad, "--tmpfs", "/t", "true"}), "--size takes a non-zero number of bytes")
+            << bad;
+    EXPECT_EQ(parse_error({"--size", "9223372036854775808", "--tmpfs", "/t", "true"}),
+              "--size (for tmpfs) is limited to 9223372036854775807");
+}
+
+TEST(ParseArgs, ChmodMqueueAndBindFdKeepTheirPlace)
+{
+    Options o = parse_args({"--dir", "/d", "--chmod", "0711", "/d", "--mqueue", "/dev/mqueue", "--bind-fd", "3", "/w",
+                            "--ro-bind-fd", "4", "/r", "true"});
+    ASSERT_EQ(o.mounts.size(), 5u);
+    EXPECT_EQ(op<mount::Chmod>(o, 1).dest, "/d");
+    EXPECT_EQ(op<mount::Chmod>(o, 1).mode, 0711u);
+    EXPECT_EQ(op<mount::Mqueue>(o, 2).dest, "/dev/mqueue");
+    EXPECT_EQ(op<mount::Bind>(o, 3).fd, 3);
+    EXPECT_EQ(op<mount::Bind>(o, 3).kind, mount::BindKind::ReadWrite);
+    EXPECT_FALSE(op<mount::Bind>(o, 3).optional);
+    EXPECT_EQ(op<mount::Bind>(o, 4).fd, 4);
+    EXPECT_EQ(op<mount::Bind>(o, 4).kind, mount::BindKind::ReadOnly);
+    EXPECT_EQ(parse_error({"--file", "abc", "/f", "true"}), "Invalid --file argument: abc");
+    EXPECT_EQ(parse_error({"--ro-bind-fd", "-1", "/f", "true"}), "Invalid --ro-bind-fd argument: -1");
+    EXPECT_EQ(parse_error({"--bind-data", "3"}), "--bind-data takes 2 arguments");
+}
+
+TEST(CocoonMain, ClosedFdIsRefusedNamingOptionAndFd)
+{
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--file", "987", "/f", "true"})), testing::ExitedWithCode(1),
+                "^cocoon: Invalid --file 987: Bad file descriptor\n$");
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--ro-bind-fd", "987", "/f", "true"})), testing::ExitedWithCode(1),
+                "^cocoon: Invalid --ro-bind-fd 987: Bad file descriptor\n$");
+}
+
+TEST(CocoonMain, HelpListsTheFilesystemOptions)
+{
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(run_main({"cocoon", "--help"}), 0);
+    std::string help = testing::internal::GetCapturedStdout();
+    for (const char* opt : {"--perms OCTAL", "--size BYTES", "--chmod OCTAL PATH", "--file FD DEST", "--bind-data FD DEST",
+                            "--ro-bind-data FD DEST", "--bind-fd FD DEST", "--ro-bind-fd FD DEST", "--mqueue DEST"})
+        EXPECT_NE(help.find(opt), std::string::npos) << opt;
+}

@@ -90,3 +90,53 @@ TEST(MakePlan, RejectsDotDotInAnyOp)
     EXPECT_THROW(make_plan({Symlink{"../ok-as-target", "/y/.."}}), cocoon::UsageError);
     EXPECT_NO_THROW(make_plan({Symlink{"../target-may-have-dots", "/y"}}));
 }
+
+TEST(ParentMode, FollowsTheGroupAndOtherBitsOfPerms)
+{
+    EXPECT_EQ(parent_mode_for(0700), 0700u);
+    EXPECT_EQ(parent_mode_for(0750), 0750u);
+    EXPECT_EQ(parent_mode_for(0640), 0750u);
+    EXPECT_EQ(parent_mode_for(0705), 0705u);
+    EXPECT_EQ(parent_mode_for(0741), 0755u);
+    EXPECT_EQ(parent_mode_for(0000), 0700u);
+    EXPECT_EQ(parent_mode_for(07777), 0755u);
+}
+
+TEST(FdUse, NamesTheOptionThatReadsTheFd)
+{
+    auto use = fd_use(Data{3, "/f", DataKind::File, kFileMode});
+    ASSERT_TRUE(use);
+    EXPECT_EQ(use->fd, 3);
+    EXPECT_STREQ(use->option, "--file");
+    EXPECT_STREQ(fd_use(Data{4, "/f", DataKind::Bind})->option, "--bind-data");
+    EXPECT_STREQ(fd_use(Data{5, "/f", DataKind::RoBind})->option, "--ro-bind-data");
+    EXPECT_STREQ(fd_use(Bind{"", "/d", BindKind::ReadWrite, false, 6})->option, "--bind-fd");
+    EXPECT_STREQ(fd_use(Bind{"", "/d", BindKind::ReadOnly, false, 7})->option, "--ro-bind-fd");
+    EXPECT_EQ(fd_use(Bind{"", "/d", BindKind::ReadOnly, false, 7})->fd, 7);
+    EXPECT_FALSE(fd_use(Bind{"/src", "/d"}));
+    EXPECT_FALSE(fd_use(Tmpfs{"/t"}));
+    EXPECT_FALSE(fd_use(Chmod{"/t", 0700}));
+}
+
+TEST(MakePlan, NormalizesTheNewOpsAndKeepsTheirFields)
+{
+    Plan plan = make_plan({Data{3, "etc//motd", DataKind::RoBind, 0640, 0750}, Chmod{"/a/./b/", 0711},
+                           Mqueue{"dev/mqueue"}, Tmpfs{"/t/", 0700, 4096, 0700},
+                           Bind{"", "x/", BindKind::ReadOnly, false, 9}});
+    ASSERT_EQ(plan.ops.size(), 5u);
+    const Data& data = std::get<Data>(plan.ops[0]);
+    EXPECT_EQ(data.dest, "/etc/motd");
+    EXPECT_EQ(data.fd, 3);
+    EXPECT_EQ(data.kind, DataKind::RoBind);
+    EXPECT_EQ(data.mode, 0640u);
+    EXPECT_EQ(data.parent_mode, 0750u);
+    EXPECT_EQ(std::get<Chmod>(plan.ops[1]).dest, "/a/b");
+    EXPECT_EQ(std::get<Chmod>(plan.ops[1]).mode, 0711u);
+    EXPECT_EQ(std::get<Mqueue>(plan.ops[2]).dest, "/dev/mqueue");
+    EXPECT_EQ(std::get<Tmpfs>(plan.ops[3]).size, 4096u);
+    EXPECT_EQ(std::get<Tmpfs>(plan.ops[3]).dest, "/t");
+    EXPECT_EQ(std::get<Bind>(plan.ops[4]).fd, 9);
+    EXPECT_EQ(std::get<Bind>(plan.ops[4]).dest, "/x");
+    EXPECT_THROW(make_plan({Data{3, "/a/../b"}}), cocoon::UsageError);
+    EXPECT_THROW(make_plan({Chmod{"/a/..", 0700}}), cocoon::UsageError);
+}
