@@ -1,6 +1,8 @@
 // Building the mount plan. Pure: no system calls; unit-tested without privilege.
 #include "mount/plan.h"
 
+#include <map>
+
 #include "base/sys_error.h"
 
 namespace cocoon::mount {
@@ -94,6 +96,13 @@ void expand_dev(const std::string& dest, std::vector<Op>& out)
 Plan make_plan(const std::vector<Op>& ops)
 {
     Plan plan;
+    // bwrap closes each data or --bind-fd fd once used, so a second use of
+    // one fails there; here it is refused before the sandbox exists.
+    std::map<int, const char*> fds;
+    for (const Op& op : ops)
+        if (auto use = fd_use(op); use && !fds.emplace(use->fd, use->option).second)
+            throw UsageError(std::string(use->option) + " " + std::to_string(use->fd) + ": fd " +
+                             std::to_string(use->fd) + " is already used by " + fds[use->fd]);
     for (Op op : ops) {
         std::visit([](auto& o) { o.dest = normalize_dest(o.dest); }, op);
         if (auto* dev = std::get_if<Dev>(&op))

@@ -102,7 +102,8 @@ std::optional<FdUse> fd_use(const Op& op);
 // the directory the caller meant).
 std::string normalize_dest(const std::string& path);
 
-// Throws UsageError naming the offending destination.
+// Throws UsageError naming the offending destination, or an fd that two ops
+// would read.
 Plan make_plan(const std::vector<Op>& ops);
 
 } // namespace cocoon::mount

@@ -270,6 +270,15 @@ TEST_F(DataMountsBad, FdsOfTheWrongKind)
     EXPECT_TRUE(r.err.rfind("cocoon: Can't bind --bind-fd 3: not a file or directory (pipe:[", 0) == 0) << r.err;
 }
 
+// bwrap closes each fd after its first use, so a second use fails there too.
+TEST_F(DataMountsBad, FdUsedTwice)
+{
+    expect_refused({"--file", "3", "/a", "--file", "3", "/b"}, "3<" + data_path(),
+                   "--file 3: fd 3 is already used by --file");
+    expect_refused({"--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b"}, "3<" + data_path(),
+                   "--ro-bind-fd 3: fd 3 is already used by --bind-data");
+}
+
 TEST_F(DataMountsBad, PermsAndSizeMisuse)
 {
     expect_refused({"--perms", "0700", "--bind", m_dir.path(), "/x"}, "",

@@ -140,3 +140,15 @@ TEST(MakePlan, NormalizesTheNewOpsAndKeepsTheirFields)
     EXPECT_THROW(make_plan({Data{3, "/a/../b"}}), cocoon::UsageError);
     EXPECT_THROW(make_plan({Chmod{"/a/..", 0700}}), cocoon::UsageError);
 }
+
+TEST(MakePlan, AnFdIsUsedOnce)
+{
+    EXPECT_NO_THROW(make_plan({Data{3, "/a"}, Data{4, "/b", DataKind::Bind}, Bind{"", "/c", BindKind::ReadOnly, false, 5}}));
+    try {
+        make_plan({Data{3, "/a"}, Bind{"", "/c", BindKind::ReadOnly, false, 3}});
+        FAIL();
+    } catch (const cocoon::UsageError& e) {
+        EXPECT_STREQ(e.what(), "--ro-bind-fd 3: fd 3 is already used by --file");
+    }
+    EXPECT_THROW(make_plan({Data{0, "/a"}, Data{0, "/b"}}), cocoon::UsageError);
+}
