@@ -352,8 +352,8 @@ void apply(const Plan& plan)
 
     // --bind-data files are made in a tmpfs of their own, attached under the
     // staging point so that the new root covers it; it is never in the new
-    // root's tree. (open_tree can clone a file from it only once it is
-    // attached in our namespace, on kernels before 6.15.)
+    // root's tree. Attached because Linux 6.1's open_tree clones only from
+    // mounts attached in our namespace (6.18 would take a detached one).
     UniqueFd data_dir;
     for (const Op& op : plan.ops)
         if (auto* d = std::get_if<Data>(&op); d && d->kind != DataKind::File && !data_dir) {
