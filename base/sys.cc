@@ -70,4 +70,27 @@ void write_file(const std::string& path, const std::string& data)
         throw SysError(EIO, "write(" + path + ")");
 }
 
+std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context)
+{
+    // fcntl first: a closed fd must be reported, not closed (it may be reused
+    // by then) nor read.
+    if (::fcntl(fd, F_GETFD) < 0)
+        throw SysError(errno, context);
+    UniqueFd owned(fd);
+    std::string data;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw SysError(errno, context);
+        if (n == 0)
+            return data;
+        if (data.size() + static_cast<size_t>(n) > max_bytes)
+            throw SysError(EFBIG, context);
+        data.append(buf, static_cast<size_t>(n));
+    }
+}
+
 } // namespace cocoon::sys

@@ -26,4 +26,9 @@ pid_t clone3(unsigned long long flags, int* pidfd);
 // Writes all of data to path (opened O_WRONLY|O_CLOEXEC); for /proc files.
 void write_file(const std::string& path, const std::string& data);
 
+// Reads fd to EOF, then closes it (the caller handed it over). Throws
+// SysError(errno, context) when it cannot be read, and SysError(EFBIG) past
+// max_bytes, so a caller that passes /dev/zero gets an error, not an OOM.
+std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context);
+
 } // namespace cocoon::sys

@@ -3,6 +3,8 @@
 // every capability over its new namespaces until it drops them before exec.
 #include "ns/launch.h"
 
+#include <fcntl.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -110,6 +112,54 @@ void own_process_group(const LaunchPlan& plan)
         take_terminal();
 }
 
+// --block-fd, --userns-block-fd: waits until fd has a byte or EOF, takes the
+// byte, and closes the fd (the caller handed it over for this one use). poll
+// first, so an O_NONBLOCK fd blocks too.
+void wait_for_fd(int fd, const char* option)
+{
+    pollfd pfd{fd, POLLIN, 0};
+    while (::poll(&pfd, 1, -1) < 0)
+        if (errno != EINTR)
+            throw SysError(errno, std::string(option) + " " + std::to_string(fd));
+    char byte;
+    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::close(fd);
+}
+
+// --lock-file: a shared POSIX lock on each file, held as long as this process
+// keeps the returned fds (bwrap's lock, so a caller can test it with F_GETLK
+// or wait for the sandbox with F_SETLKW). Paths are in the new root.
+std::vector<UniqueFd> take_locks(const LaunchPlan& plan)
+{
+    std::vector<UniqueFd> held;
+    for (const std::string& dest : plan.lock_files) {
+        std::string path = dest.empty() || dest[0] != '/' ? "/" + dest : dest;
+        UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd)
+            throw SysError(errno, "Unable to open lock file " + dest);
+        struct flock lock{};
+        lock.l_type = F_RDLCK;
+        lock.l_whence = SEEK_SET;
+        if (::fcntl(fd.get(), F_SETLK, &lock) < 0)
+            throw SysError(errno, "Unable to lock file " + dest);
+        held.push_back(std::move(fd));
+    }
+    return held;
+}
+
+// --seccomp, --add-seccomp-fd: the caller's filters, in command-line order (the
+// kernel runs the last one first). prctl, as bwrap does, so a filter that lets
+// the next one load need only allow prctl(PR_SET_SECCOMP).
+void load_seccomp(const LaunchPlan& plan)
+{
+    for (const std::vector<sock_filter>& program : plan.seccomp) {
+        sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
+        check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0),
+              "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP)");
+    }
+}
+
 // The command's process: final privileges, then exec. Throws on failure.
 [[noreturn]] void exec_command(const LaunchPlan& plan, const sigset_t& caller_mask)
 {
@@ -129,6 +179,10 @@ void own_process_group(const LaunchPlan& plan)
     // inherited directory fd would be a way back into the host's tree, and the
     // setup channel would let the command forge the monitor's messages.
     check(::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC), "close_range");
+    // --sync-fd with --as-pid-1: the command is the sandbox's only process, so
+    // it is the one that keeps the fd open (as with bwrap).
+    if (plan.sync_fd >= 0 && !plan.reaper)
+        check(::fcntl(plan.sync_fd, F_SETFD, 0), "--sync-fd " + std::to_string(plan.sync_fd));
 
     std::vector<char*> argv, envp;
     for (const std::string& arg : plan.argv)
@@ -140,6 +194,10 @@ void own_process_group(const LaunchPlan& plan)
     environ = envp.data();  // execvp searches the command's PATH, not ours
     ::sigprocmask(SIG_SETMASK, &caller_mask, nullptr);
     restore_affinity(plan);
+    // Security: the caller's filters come last, after no_new_privs (which the
+    // kernel requires of an unprivileged filter), so they need to allow
+    // nothing but the exec itself.
+    load_seccomp(plan);
     ::execvp(argv[0], argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
@@ -191,8 +249,11 @@ void die_with_monitor(int sock)
         // /proc/self/ns is still ours to read.
         if (plan.info_fd >= 0 || plan.json_status_fd >= 0)
             send_message(sock, own_namespaces(plan));
-        // 1. User namespace: map the caller's ids.
-        if (plan.clone_flags & CLONE_NEWUSER)
+        // 1. User namespace: map the caller's ids, or with --userns-block-fd
+        // wait for the caller to write the maps (it learnt our pid from --info-fd).
+        if (plan.userns_block_fd >= 0)
+            wait_for_fd(plan.userns_block_fd, "--userns-block-fd");
+        else if (plan.clone_flags & CLONE_NEWUSER)
             write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
         // 2. Die with the monitor (--die-with-parent, --forward-signals).
         if (plan.die_with_parent || plan.forward_signals)
@@ -209,13 +270,30 @@ void die_with_monitor(int sock)
             send_message(sock, ListenersMsg{net::listen_loopback(relay.port)});
         // 5. Mount namespace: the new root, in command-line order, then pivot_root.
         mount::apply(plan.mounts);
-        // 6. PID namespace: stay as PID 1 to reap, run the command as PID 2.
-        if ((plan.clone_flags & CLONE_NEWPID) && !plan.as_pid_1) {
+        // 5b. --lock-file: this process holds the locks until the sandbox ends
+        // (the command's copies of the fds close at exec; a POSIX lock
+        // belongs to the process that took it).
+        std::vector<UniqueFd> locks = take_locks(plan);
+        // 5c. --block-fd: setup is done; wait for the caller's go.
+        if (plan.block_fd >= 0)
+            wait_for_fd(plan.block_fd, "--block-fd");
+        // 6. PID namespace (or --sync-fd/--lock-file, which need a holder that
+        // outlives the command's exec): stay to reap, run the command as a child.
+        if (plan.reaper) {
             sigset_t block = reaper::signals_to_block(plan.forward_signals);
             check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
+            pid_t holder = ::getpid();
             pid_t command = static_cast<pid_t>(check(::fork(), "fork"));
-            if (command == 0)
+            if (command == 0) {
+                // Without a PID namespace the kernel does not end the command
+                // with this process; --die-with-parent still must.
+                if (!(plan.clone_flags & CLONE_NEWPID) && (plan.die_with_parent || plan.forward_signals)) {
+                    set_parent_death_signal();
+                    if (::getppid() != holder)
+                        ::_exit(1);
+                }
                 exec_command(plan, caller_mask);
+            }
             be_reaper(plan, command, sock);
         }
         // 7. Otherwise this process becomes the command.
@@ -272,6 +350,11 @@ int launch(const LaunchPlan& in)
     }
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
+    // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
+    // the sync fd reaches EOF exactly when the sandbox ends, cocoon alive or not.
+    for (int fd : {plan.sync_fd, plan.block_fd, plan.userns_block_fd})
+        if (fd > 2 && fd != plan.info_fd && fd != plan.json_status_fd)
+            ::close(fd);
     restore_affinity(plan);
     if (!plan.relays.empty()) {
         // Each relayed connection holds about two fds in the monitor; use the

@@ -2,6 +2,7 @@
 // launch() runs in the monitor (cocoon's own process, outside the sandbox).
 #pragma once
 
+#include <linux/filter.h>
 #include <sched.h>
 #include <sys/types.h>
 
@@ -42,6 +43,12 @@ struct LaunchPlan {
     std::vector<RelayEndpoint> relays;    // --relay, needs CLONE_NEWNET
     int info_fd = -1;                     // --info-fd
     int json_status_fd = -1;              // --json-status-fd
+    int sync_fd = -1;                     // --sync-fd: held by PID 1 (the command with --as-pid-1)
+    int block_fd = -1;                    // --block-fd: waited on after setup, before the command
+    int userns_block_fd = -1;             // --userns-block-fd: waited on instead of writing id maps
+    std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
+    std::vector<std::vector<sock_filter>> seccomp;  // loaded in order, last step before exec
+    bool reaper = false;                  // PID 1 forks the command and waits for it
     bool terminal_foreground = false;     // set by launch(): cocoon owned the terminal
     std::optional<cpu_set_t> cpu_affinity;  // set by launch(): the caller's, to restore
     std::vector<std::string> argv;

@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "tools/options.h"
 
@@ -177,6 +178,31 @@ Handler bind(mount::BindKind kind, bool optional)
     };
 }
 
+Handler fd_option(int Options::*member, const char* option)
+{
+    return [member, option](Options& o, const std::vector<std::string>& a) { o.*member = parse_fd(option, a[0]); };
+}
+
+// bwrap's rules: --seccomp and --add-seccomp-fd exclude each other; a later
+// --seccomp replaces an earlier one (with a warning), --add-seccomp-fd adds.
+void add_seccomp(Options& o, bool repeatable, const std::string& fd_text)
+{
+    const std::string option = repeatable ? "--add-seccomp-fd" : "--seccomp";
+    int fd = parse_fd(option, fd_text);
+    if (!o.seccomp.empty()) {
+        bool had_repeatable = o.seccomp.back().option.rfind("--add-seccomp-fd", 0) == 0;
+        if (repeatable && !had_repeatable)
+            throw UsageError("--add-seccomp-fd cannot be combined with --seccomp");
+        if (!repeatable && had_repeatable)
+            throw UsageError("--seccomp cannot be combined with --add-seccomp-fd");
+        if (!repeatable) {
+            o.warnings.push_back("Only the last --seccomp option will take effect");
+            o.seccomp.clear();
+        }
+    }
+    o.seccomp.push_back(SeccompInput{option + " " + std::to_string(fd), fd, {}});
+}
+
 Handler flag(bool Options::*member)
 {
     return [member](Options& o, const std::vector<std::string>&) { o.*member = true; };
@@ -189,6 +215,8 @@ const std::vector<Spec>& specs()
     static const std::vector<Spec> table = {
         {"help", "", "Print this help", flag(&Options::help)},
         {"version", "", "Print version", flag(&Options::version)},
+        // Spliced in by parse_args before the table sees the options.
+        {"args", "FD", "Parse NUL-separated arguments from FD", [](Options&, const V&) {}},
         {"unshare-all", "", "Unshare every namespace (user and cgroup if possible)",
          [](Options& o, const V&) {
              o.unshare_user_try = o.unshare_pid = o.unshare_net = o.unshare_ipc = o.unshare_uts =
@@ -269,6 +297,17 @@ const std::vector<Spec>& specs()
          [](Options& o, const V& a) { o.info_fd = parse_fd("--info-fd", a[0]); }},
         {"json-status-fd", "FD", "Write the sandbox's status to FD as JSON lines",
          [](Options& o, const V& a) { o.json_status_fd = parse_fd("--json-status-fd", a[0]); }},
+        {"sync-fd", "FD", "Keep FD open in the sandbox while it runs", fd_option(&Options::sync_fd, "--sync-fd")},
+        {"block-fd", "FD", "Before running the command, wait until FD is readable",
+         fd_option(&Options::block_fd, "--block-fd")},
+        {"userns-block-fd", "FD", "Wait on FD for the caller to set up the user namespace (needs --info-fd)",
+         fd_option(&Options::userns_block_fd, "--userns-block-fd")},
+        {"lock-file", "DEST", "Take a lock on DEST while the sandbox runs",
+         [](Options& o, const V& a) { o.lock_files.push_back(a[0]); }},
+        {"seccomp", "FD", "Load a compiled seccomp (cBPF) program from FD (the last one given)",
+         [](Options& o, const V& a) { add_seccomp(o, false, a[0]); }},
+        {"add-seccomp-fd", "FD", "Load a compiled seccomp (cBPF) program from FD (repeatable)",
+         [](Options& o, const V& a) { add_seccomp(o, true, a[0]); }},
         {"cap-add", "CAP", "Add capability CAP (or ALL)",
          [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{true, a[0]}); }},
         {"cap-drop", "CAP", "Drop capability CAP (or ALL)",
@@ -313,13 +352,75 @@ const Table& table()
     return built;
 }
 
+// How many arguments option `arg` takes; throws for an unknown option.
+unsigned arity(const Table& t, const std::string& arg)
+{
+    const po::option_description* d =
+        arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
+    if (!d)
+        throw UsageError("Unknown option " + arg);
+    return d->semantic()->max_tokens();
+}
+
+void check_has_arguments(const std::string& arg, unsigned n, size_t at, size_t size)
+{
+    if (at + n >= size)
+        throw UsageError(arg + " takes " + std::to_string(n) + (n == 1 ? " argument" : " arguments"));
+}
+
+// The NUL-separated arguments of an --args file; a last one without its NUL
+// counts too (bwrap's reading).
+std::vector<std::string> split_nul(const std::string& data)
+{
+    std::vector<std::string> out;
+    for (size_t pos = 0; pos < data.size();) {
+        size_t end = data.find('\0', pos);
+        if (end == std::string::npos)
+            end = data.size();
+        out.push_back(data.substr(pos, end - pos));
+        pos = end + 1;
+    }
+    return out;
+}
+
+// --args FD: the file's options, checked to be complete options only. As in
+// bwrap, a file may not hold another --args (so there is no recursion to
+// bound). Unlike bwrap, which silently drops whatever follows a "--" or a
+// non-option in the file, that is refused: dropped words could be options
+// the caller believes apply.
+std::vector<std::string> read_args_file(const Table& t, const std::string& fd_text, const FdReader& read)
+{
+    int fd = parse_fd("--args", fd_text);
+    std::vector<std::string> words = split_nul(read(fd, "Can't read --args data from fd " + std::to_string(fd)));
+    for (size_t i = 0; i < words.size();) {
+        const std::string& arg = words[i];
+        if (arg == "--args")
+            throw UsageError("--args not supported in arguments file");
+        if (arg == "--" || arg.empty() || arg[0] != '-')
+            throw UsageError("--args " + std::to_string(fd) + ": only options may come from an arguments file, not '" +
+                             arg + "'");
+        unsigned n = arity(t, arg);
+        check_has_arguments(arg, n, i, words.size());
+        i += 1 + n;
+    }
+    return words;
+}
+
 } // namespace
 
-Options parse_args(const std::vector<std::string>& args)
+std::string read_fd(int fd, const std::string& context)
+{
+    return sys::read_to_end_and_close(fd, size_t{16} << 20, context);
+}
+
+Options parse_args(const std::vector<std::string>& args, const FdReader& read)
 {
     const Table& t = table();
     // Split off the command first: it starts after "--" or at the first
-    // argument that is neither an option nor an option's argument.
+    // argument that is neither an option nor an option's argument. --args
+    // files are spliced in where they stand, so their options keep their place
+    // in command-line order.
+    std::vector<std::string> option_args;
     size_t end = 0;
     size_t command = args.size();
     while (end < args.size()) {
@@ -332,18 +433,19 @@ Options parse_args(const std::vector<std::string>& args)
             command = end;
             break;
         }
-        const po::option_description* d =
-            arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
-        if (!d)
-            throw UsageError("Unknown option " + arg);
-        unsigned n = d->semantic()->max_tokens();
-        if (end + n >= args.size())
-            throw UsageError(arg + " takes " + std::to_string(n) + (n == 1 ? " argument" : " arguments"));
+        unsigned n = arity(t, arg);
+        check_has_arguments(arg, n, end, args.size());
+        if (arg == "--args") {
+            std::vector<std::string> words = read_args_file(t, args[end + 1], read);
+            option_args.insert(option_args.end(), words.begin(), words.end());
+        } else {
+            option_args.insert(option_args.end(), args.begin() + static_cast<long>(end),
+                               args.begin() + static_cast<long>(end + 1 + n));
+        }
         end += 1 + n;
     }
 
     Options o;
-    std::vector<std::string> option_args(args.begin(), args.begin() + static_cast<long>(end));
     try {
         po::parsed_options parsed = po::command_line_parser(option_args)
                                         .options(t.desc)
@@ -362,6 +464,9 @@ Options parse_args(const std::vector<std::string>& args)
     // A --perms or --size with no option after it does nothing (as in bwrap).
     o.next_perms.reset();
     o.next_size.reset();
+    // Read after parsing, so only the --seccomp that takes effect is read.
+    for (SeccompInput& in : o.seccomp)
+        in.bytes = read(in.fd, "Can't read seccomp data from " + in.option);
     o.command.assign(args.begin() + static_cast<long>(command), args.end());
     return o;
 }

@@ -66,8 +66,12 @@ int cocoon_main(int argc, char** argv)
             std::printf("cocoon %s\n", kVersion);
             return 0;
         }
+        for (const std::string& warning : options.warnings)
+            std::fprintf(stderr, "%s: %s\n", prog.c_str(), warning.c_str());
         ns::LaunchPlan plan = make_launch_plan(options, read_host());
-        for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"}})
+        for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"},
+                                {options.sync_fd, "--sync-fd"}, {options.block_fd, "--block-fd"},
+                                {options.userns_block_fd, "--userns-block-fd"}})
             if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
                 throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
         // A closed fd is refused here, before any process or mount exists.

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,14 @@
 #include "ns/launch.h"
 
 namespace cocoon::tools {
+
+// One compiled seccomp program as read from its fd (--seccomp or
+// --add-seccomp-fd); make_launch_plan checks its size.
+struct SeccompInput {
+    std::string option;  // "--seccomp FD" or "--add-seccomp-fd FD", for errors
+    int fd = -1;
+    std::string bytes;   // filled by parse_args from the fd
+};
 
 struct Options {
     bool help = false;
@@ -40,6 +49,15 @@ struct Options {
     std::vector<ns::RelayEndpoint> relays;
     int info_fd = -1;
     int json_status_fd = -1;
+    int sync_fd = -1;                     // --sync-fd
+    int block_fd = -1;                    // --block-fd
+    int userns_block_fd = -1;             // --userns-block-fd
+    std::vector<std::string> lock_files;  // --lock-file, in order
+    std::vector<SeccompInput> seccomp;    // --seccomp (the last one) or every --add-seccomp-fd
+
+    // Said on stderr, prefixed like errors, when the options are used (bwrap
+    // warns about a repeated --seccomp, for one).
+    std::vector<std::string> warnings;
 
     std::vector<mount::Op> mounts;
     // Parse state: --perms and --size wait here for the option they modify
@@ -63,8 +81,17 @@ struct HostFacts {
     bool has_cgroup_ns = true;
 };
 
-// args excludes argv[0]. Throws UsageError with a one-line message.
-Options parse_args(const std::vector<std::string>& args);
+// Reads an fd the caller handed over to EOF and closes it (--args,
+// --seccomp, --add-seccomp-fd). Throws SysError(errno, context).
+using FdReader = std::function<std::string(int fd, const std::string& context)>;
+
+// The real reader: read(2) to EOF, at most 16 MiB, then close(2).
+std::string read_fd(int fd, const std::string& context);
+
+// args excludes argv[0]. Throws UsageError with a one-line message. The fds
+// of --args and the seccomp options are read (and closed) through `read`;
+// everything else is pure.
+Options parse_args(const std::vector<std::string>& args, const FdReader& read = read_fd);
 
 // The option table as --help prints it.
 std::string usage(const std::string& prog);

@@ -1,12 +1,30 @@
 // Building the launch plan from the parsed options. Pure; unit-tested.
 #include "tools/plan.h"
 
+#include <linux/filter.h>
 #include <sched.h>
 #include <sys/un.h>
+
+#include <cstring>
 
 #include "base/sys_error.h"
 
 namespace cocoon::tools {
+
+std::vector<sock_filter> seccomp_program(const SeccompInput& in)
+{
+    // The kernel takes at most BPF_MAXINSNS instructions of 8 bytes each; an
+    // empty or ragged program can only be a mistake, refused before any
+    // process exists rather than by prctl in the sandbox.
+    const size_t size = in.bytes.size();
+    if (size == 0 || size % sizeof(sock_filter) != 0 || size > BPF_MAXINSNS * sizeof(sock_filter))
+        throw UsageError("Invalid seccomp data from " + in.option + ": " + std::to_string(size) +
+                         " bytes; a compiled cBPF program is a non-empty multiple of 8 bytes, at most " +
+                         std::to_string(BPF_MAXINSNS) + " instructions");
+    std::vector<sock_filter> program(size / sizeof(sock_filter));
+    std::memcpy(program.data(), in.bytes.data(), size);
+    return program;
+}
 
 ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
 {
@@ -59,6 +77,19 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     }
     if (o.hostname && !o.unshare_uts)
         throw UsageError("Specifying --hostname requires --unshare-uts");
+    if (o.userns_block_fd >= 0 && !user_ns)
+        throw UsageError("--userns-block-fd requires --unshare-user");
+    // The caller learns which process to configure from --info-fd.
+    if (o.userns_block_fd >= 0 && o.info_fd < 0)
+        throw UsageError("--userns-block-fd requires --info-fd");
+    // With --userns-block-fd the caller writes the id maps, so cocoon cannot
+    // honour ids of its own.
+    if (o.userns_block_fd >= 0 && (o.uid || o.gid))
+        throw UsageError("--userns-block-fd cannot be combined with --uid or --gid (the caller writes the id maps)");
+    // The locks belong to PID 1, which is the command itself with --as-pid-1:
+    // its exec would drop them.
+    if (o.as_pid_1 && !o.lock_files.empty())
+        throw UsageError("Specifying --as-pid-1 and --lock-file is not permitted");
 
     plan.real_uid = host.uid;
     plan.real_gid = host.gid;
@@ -90,6 +121,15 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.relays = o.relays;
     plan.info_fd = o.info_fd;
     plan.json_status_fd = o.json_status_fd;
+    plan.sync_fd = o.sync_fd;
+    plan.block_fd = o.block_fd;
+    plan.userns_block_fd = o.userns_block_fd;
+    plan.lock_files = o.lock_files;
+    for (const SeccompInput& in : o.seccomp)
+        plan.seccomp.push_back(seccomp_program(in));
+    // bwrap's rule: a process other than the command holds the locks and the
+    // sync fd, so one waits for the command even without a PID namespace.
+    plan.reaper = !o.as_pid_1 && (o.unshare_pid || o.sync_fd >= 0 || !o.lock_files.empty());
     plan.argv = o.command;
     return plan;
 }

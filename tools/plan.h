@@ -11,4 +11,9 @@ namespace cocoon::tools {
 // Throws UsageError with a one-line message.
 ns::LaunchPlan make_launch_plan(const Options& options, const HostFacts& host);
 
+// A seccomp program's bytes as sock_filter instructions; throws UsageError
+// naming the option unless it is a non-empty multiple of 8 bytes of at most
+// BPF_MAXINSNS instructions.
+std::vector<sock_filter> seccomp_program(const SeccompInput& input);
+
 } // namespace cocoon::tools

@@ -1,5 +1,6 @@
 // End-to-end checks of refused command lines: exit 1, one "cocoon: " line on
 // stderr naming the culprit, and no mount, process or file left on the host.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -107,6 +108,36 @@ TEST_F(BadInput, CalledAsBwrapSaysBwrap)
                    "bwrap: ");
     // Control: the same binary under its own name says cocoon.
     expect_refused(cocoon({"--no-such-option", "true"}), "--no-such-option", "cocoon: ");
+}
+
+// A fd number closed here, so closed in the cocoon that run() starts too.
+int closed_fd()
+{
+    int fd = 20;
+    while (::fcntl(fd, F_GETFD) >= 0)
+        ++fd;
+    return fd;
+}
+
+TEST_F(BadInput, ClosedFdForAnFdOption)
+{
+    const std::string fd = std::to_string(closed_fd());
+    for (const char* option : {"--args", "--sync-fd", "--block-fd", "--seccomp", "--add-seccomp-fd"}) {
+        SCOPED_TRACE(option);
+        Result r = in_sandbox(args({marked(), {option, fd}}), {"true", m_marker});
+        expect_refused(r, option);
+        EXPECT_TRUE(contains(r.err, fd + ": Bad file descriptor")) << r.err;
+    }
+    Result r = in_sandbox(args({marked(), {"--unshare-user", "--info-fd", "1", "--userns-block-fd", fd}}),
+                          {"true", m_marker});
+    expect_refused(r, "--userns-block-fd " + fd);
+}
+
+TEST_F(BadInput, MissingLockFile)
+{
+    Result r = in_sandbox(args({marked(), {"--bind", m_dir.path(), "/data", "--lock-file", "/data/missing"}}),
+                          {"true", m_marker});
+    expect_refused(r, "Unable to open lock file /data/missing");
 }
 
 } // namespace

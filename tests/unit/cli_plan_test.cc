@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <map>
 
 #include "base/sys_error.h"
 #include "tools/entry.h"
@@ -267,6 +268,30 @@ const T& op(const Options& o, size_t i)
     return std::get<T>(o.mounts.at(i));
 }
 
+using namespace std::string_literals;
+
+// An FdReader over canned contents; records which fds were read, in order.
+struct FakeFds {
+    std::map<int, std::string> contents;
+    std::vector<int> read;
+    tools::FdReader reader()
+    {
+        return [this](int fd, const std::string& context) {
+            read.push_back(fd);
+            auto it = contents.find(fd);
+            if (it == contents.end())
+                throw SysError(EBADF, context);
+            return it->second;
+        };
+    }
+};
+
+ns::LaunchPlan plan_for(std::vector<std::string> args, const tools::HostFacts& host, FakeFds* fds = nullptr)
+{
+    FakeFds none;
+    return tools::make_launch_plan(parse_args(args, (fds ? fds : &none)->reader()), host);
+}
+
 } // namespace
 
 TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
@@ -378,4 +403,172 @@ TEST(CocoonMain, HelpListsTheFilesystemOptions)
     for (const char* opt : {"--perms OCTAL", "--size BYTES", "--chmod OCTAL PATH", "--file FD DEST", "--bind-data FD DEST",
                             "--ro-bind-data FD DEST", "--bind-fd FD DEST", "--ro-bind-fd FD DEST", "--mqueue DEST"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
+}
+
+TEST(ParseArgs, ArgsFileIsSplicedWhereItStands)
+{
+    FakeFds fds{{{3, "--setenv\0A\0from-file\0--chdir\0/usr\0"s}, {4, "--unshare-net"s}}, {}};
+    Options o = parse_args({"--setenv", "A", "before", "--args", "3", "--args", "4", "--setenv", "B", "after", "sh",
+                            "--args", "5"},
+                           fds.reader());
+    EXPECT_EQ(fds.read, (std::vector<int>{3, 4}));
+    ASSERT_EQ(o.env.size(), 3u);
+    EXPECT_EQ(std::get<ns::SetEnv>(o.env[0]).value, "before");
+    EXPECT_EQ(std::get<ns::SetEnv>(o.env[1]).value, "from-file");  // a later option wins over it
+    EXPECT_EQ(std::get<ns::SetEnv>(o.env[2]).name, "B");
+    EXPECT_EQ(o.chdir, "/usr");
+    EXPECT_TRUE(o.unshare_net);  // the last word had no NUL after it
+    EXPECT_EQ(o.command, (std::vector<std::string>{"sh", "--args", "5"}));
+    // An empty file adds nothing; an --args after "--" is the command's.
+    FakeFds empty{{{3, ""}}, {}};
+    EXPECT_EQ(parse_args({"--args", "3", "--", "--args", "3"}, empty.reader()).command,
+              (std::vector<std::string>{"--args", "3"}));
+    EXPECT_EQ(empty.read, std::vector<int>{3});
+}
+
+TEST(ParseArgs, ArgsFileErrors)
+{
+    auto message = [](std::map<int, std::string> contents, std::vector<std::string> args) {
+        FakeFds fds{std::move(contents), {}};
+        try {
+            parse_args(args, fds.reader());
+        } catch (const std::exception& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(message({{3, "--args\0004\0"s}, {4, "--unshare-net"s}}, {"--args", "3", "true"}),
+              "--args not supported in arguments file");
+    EXPECT_EQ(message({{3, "--unshare-net\0sh\0"s}}, {"--args", "3", "true"}),
+              "--args 3: only options may come from an arguments file, not 'sh'");
+    EXPECT_EQ(message({{3, "--\0--unshare-net\0"s}}, {"--args", "3", "true"}),
+              "--args 3: only options may come from an arguments file, not '--'");
+    EXPECT_EQ(message({{3, "--unshare-net\0\0"s}}, {"--args", "3", "true"}),
+              "--args 3: only options may come from an arguments file, not ''");
+    // An option's arguments must be in the same file.
+    EXPECT_EQ(message({{3, "--setenv\0A\0"s}}, {"--args", "3", "B", "true"}), "--setenv takes 2 arguments");
+    EXPECT_EQ(message({{3, "--frob\0"s}}, {"--args", "3", "true"}), "Unknown option --frob");
+    EXPECT_EQ(message({}, {"--args", "9", "true"}), "Can't read --args data from fd 9: Bad file descriptor");
+    EXPECT_EQ(message({}, {"--args", "x", "true"}), "Invalid --args argument: x");
+    EXPECT_EQ(message({}, {"--args"}), "--args takes 1 argument");
+}
+
+TEST(ParseArgs, FdOptions)
+{
+    Options o = parse_args({"--sync-fd", "5", "--block-fd", "6", "--userns-block-fd", "7", "--lock-file", "/a",
+                            "--lock-file", "b", "true"});
+    EXPECT_EQ(o.sync_fd, 5);
+    EXPECT_EQ(o.block_fd, 6);
+    EXPECT_EQ(o.userns_block_fd, 7);
+    EXPECT_EQ(o.lock_files, (std::vector<std::string>{"/a", "b"}));
+    for (const char* option : {"--sync-fd", "--block-fd", "--userns-block-fd", "--seccomp", "--add-seccomp-fd"}) {
+        EXPECT_THROW(parse_args({option, "-1", "true"}), UsageError) << option;
+        EXPECT_THROW(parse_args({option, "3x", "true"}), UsageError) << option;
+    }
+}
+
+TEST(ParseArgs, SeccompRules)
+{
+    const std::string one = std::string(8, '\0');
+    FakeFds fds{{{5, one}, {6, one + one}, {7, one}}, {}};
+    Options o = parse_args({"--seccomp", "5", "--seccomp", "6", "true"}, fds.reader());
+    // bwrap's rule: the last --seccomp wins, with a warning; the others are not read.
+    ASSERT_EQ(o.seccomp.size(), 1u);
+    EXPECT_EQ(o.seccomp[0].option, "--seccomp 6");
+    EXPECT_EQ(o.seccomp[0].bytes.size(), 16u);
+    EXPECT_EQ(fds.read, std::vector<int>{6});
+    EXPECT_EQ(o.warnings, std::vector<std::string>{"Only the last --seccomp option will take effect"});
+
+    fds.read.clear();
+    Options added = parse_args({"--add-seccomp-fd", "7", "--add-seccomp-fd", "5", "true"}, fds.reader());
+    ASSERT_EQ(added.seccomp.size(), 2u);
+    EXPECT_EQ(added.seccomp[0].option, "--add-seccomp-fd 7");
+    EXPECT_EQ(fds.read, (std::vector<int>{7, 5}));
+    EXPECT_TRUE(added.warnings.empty());
+    EXPECT_EQ(tools::make_launch_plan(added, user_host()).seccomp.size(), 2u);
+
+    try {
+        parse_args({"--seccomp", "5", "--add-seccomp-fd", "6", "true"}, fds.reader());
+        FAIL();
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "--add-seccomp-fd cannot be combined with --seccomp");
+    }
+    try {
+        parse_args({"--add-seccomp-fd", "5", "--seccomp", "6", "true"}, fds.reader());
+        FAIL();
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "--seccomp cannot be combined with --add-seccomp-fd");
+    }
+    try {
+        parse_args({"--seccomp", "9", "true"}, fds.reader());
+        FAIL();
+    } catch (const SysError& e) {
+        EXPECT_STREQ(e.what(), "Can't read seccomp data from --seccomp 9: Bad file descriptor");
+    }
+}
+
+TEST(MakePlan, SeccompProgramSize)
+{
+    auto size_ok = [](size_t bytes) {
+        try {
+            return tools::seccomp_program(tools::SeccompInput{"--seccomp 5", 5, std::string(bytes, 'x')}).size() ==
+                   bytes / 8;
+        } catch (const UsageError& e) {
+            EXPECT_EQ(std::string(e.what()).rfind("Invalid seccomp data from --seccomp 5: ", 0), 0u) << e.what();
+            return false;
+        }
+    };
+    EXPECT_TRUE(size_ok(8));
+    EXPECT_TRUE(size_ok(4096 * 8));
+    EXPECT_FALSE(size_ok(0));
+    EXPECT_FALSE(size_ok(3));
+    EXPECT_FALSE(size_ok(12));
+    EXPECT_FALSE(size_ok(4097 * 8));
+    // The instructions keep their bytes.
+    std::string bytes = "\x06\x00\x00\x00\x00\x00\xff\x7f"s;  // BPF_RET|BPF_K, SECCOMP_RET_ALLOW
+    auto program = tools::seccomp_program(tools::SeccompInput{"--seccomp 5", 5, bytes});
+    ASSERT_EQ(program.size(), 1u);
+    EXPECT_EQ(program[0].code, 6);
+    EXPECT_EQ(program[0].k, 0x7fff0000u);
+}
+
+TEST(MakePlan, FdOptionRules)
+{
+    auto error = [](std::vector<std::string> args, const tools::HostFacts& host) {
+        try {
+            plan_for(args, host);
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(error({"--userns-block-fd", "5", "--info-fd", "6", "true"}, root_host()),
+              "--userns-block-fd requires --unshare-user");
+    EXPECT_EQ(error({"--userns-block-fd", "5", "true"}, user_host()), "--userns-block-fd requires --info-fd");
+    EXPECT_EQ(error({"--userns-block-fd", "5", "--info-fd", "6", "--uid", "0", "true"}, user_host()),
+              "--userns-block-fd cannot be combined with --uid or --gid (the caller writes the id maps)");
+    EXPECT_EQ(error({"--userns-block-fd", "5", "--info-fd", "6", "--gid", "0", "true"}, user_host()),
+              "--userns-block-fd cannot be combined with --uid or --gid (the caller writes the id maps)");
+    EXPECT_EQ(error({"--unshare-pid", "--as-pid-1", "--lock-file", "/x", "true"}, user_host()),
+              "Specifying --as-pid-1 and --lock-file is not permitted");
+    EXPECT_EQ(error({"--userns-block-fd", "5", "--info-fd", "6", "true"}, user_host()), "no error");
+    EXPECT_EQ(error({"--unshare-user", "--userns-block-fd", "5", "--info-fd", "6", "true"}, root_host()), "no error");
+
+    ns::LaunchPlan p = plan_for({"--sync-fd", "5", "--block-fd", "6", "--lock-file", "/l", "true"}, user_host());
+    EXPECT_EQ(p.sync_fd, 5);
+    EXPECT_EQ(p.block_fd, 6);
+    EXPECT_EQ(p.lock_files, std::vector<std::string>{"/l"});
+}
+
+TEST(MakePlan, WhoHoldsTheSandboxOpen)
+{
+    // A reaper runs with a PID namespace, and (bwrap's rule) whenever the sync
+    // fd or locks need a holder other than the command.
+    EXPECT_FALSE(plan_for({"true"}, user_host()).reaper);
+    EXPECT_TRUE(plan_for({"--unshare-pid", "true"}, user_host()).reaper);
+    EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "true"}, user_host()).reaper);
+    EXPECT_TRUE(plan_for({"--sync-fd", "5", "true"}, user_host()).reaper);
+    EXPECT_TRUE(plan_for({"--lock-file", "/l", "true"}, user_host()).reaper);
+    EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "--sync-fd", "5", "true"}, user_host()).reaper);
+    EXPECT_FALSE(plan_for({"--block-fd", "5", "true"}, user_host()).reaper);
 }
