@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -160,6 +161,21 @@ void load_seccomp(const LaunchPlan& plan)
     }
 }
 
+// Closes every fd above 2 but those in `keep` (negative entries are ignored).
+void close_fds_except(std::vector<int> keep)
+{
+    std::sort(keep.begin(), keep.end());
+    unsigned first = 3;
+    for (int fd : keep) {
+        if (fd < static_cast<int>(first))
+            continue;
+        if (static_cast<unsigned>(fd) > first)
+            check(::close_range(first, static_cast<unsigned>(fd) - 1, 0), "close_range");
+        first = static_cast<unsigned>(fd) + 1;
+    }
+    check(::close_range(first, ~0U, 0), "close_range");
+}
+
 // The command's process: final privileges, then exec. Throws on failure.
 [[noreturn]] void exec_command(const LaunchPlan& plan, const sigset_t& caller_mask)
 {
@@ -294,6 +310,14 @@ void die_with_monitor(int sock)
                 }
                 exec_command(plan, caller_mask);
             }
+            // Security: the holder keeps only what it needs of the caller's
+            // fds (bwrap's init does the same): a pipe or directory the
+            // caller let slip through must not live on in a process that may
+            // outlive cocoon.
+            std::vector<int> keep{sock, plan.sync_fd};
+            for (const UniqueFd& lock : locks)
+                keep.push_back(lock.get());
+            close_fds_except(keep);
             be_reaper(plan, command, sock);
         }
         // 7. Otherwise this process becomes the command.
