@@ -252,12 +252,10 @@ void Relay::retry_starved()
                 break;
             const uint64_t token = queue.front();
             queue.pop_front();
-            const auto index = static_cast<uint32_t>(token);
-            const auto generation = static_cast<uint32_t>(token >> 32) & kGenerationMask;
-            Slot& slot = m_slots[index];
-            if (!slot.connection || (slot.generation & kGenerationMask) != generation)
+            Slot* slot = live_slot(token);
+            if (!slot)
                 continue;
-            slot.starved &= ~bit;
+            slot->starved &= ~bit;
             on_connection(token, 0);
         }
     }
@@ -349,16 +347,27 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
         sync_listeners(Clock::now());
 }
 
-void Relay::on_connection(uint64_t token, uint32_t events)
+// The slot a connection token names, or nullptr when that connection is closed (stale token).
+Relay::Slot* Relay::live_slot(uint64_t token)
 {
     const auto index = static_cast<uint32_t>(token);
     const auto generation = static_cast<uint32_t>(token >> 32) & kGenerationMask;
-    const auto side = static_cast<Side>((token >> kSideShift) & 1);
     if (index >= m_slots.size())
-        return;
+        return nullptr;
     Slot& slot = m_slots[index];
     if (!slot.connection || (slot.generation & kGenerationMask) != generation)
+        return nullptr;
+    return &slot;
+}
+
+void Relay::on_connection(uint64_t token, uint32_t events)
+{
+    Slot* live = live_slot(token);
+    if (!live)
         return;  // stale: that connection is closed
+    Slot& slot = *live;
+    const auto index = static_cast<uint32_t>(token);
+    const auto side = static_cast<Side>((token >> kSideShift) & 1);
     Connection& connection = *slot.connection;
     switch (connection.on_event(side, events, pumps())) {
     case Outcome::Open:

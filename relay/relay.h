@@ -117,6 +117,7 @@ private:
     void on_listener(uint32_t index);
     bool make_spare_unix(Listener& listener);
     void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
+    Slot* live_slot(uint64_t token);
     void on_connection(uint64_t token, uint32_t events);
     void retry_starved();
     Pumps pumps();
