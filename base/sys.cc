@@ -58,9 +58,9 @@ pid_t clone3(unsigned long long flags, int* pidfd)
     return static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
 }
 
-void write_file(const std::string& path, const std::string& data)
+void write_file(const std::string& path, const std::string& data, int dirfd)
 {
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    UniqueFd fd(::openat(dirfd, path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd)
         throw SysError(errno, "open(" + path + ")");
     ssize_t n = ::write(fd.get(), data.data(), data.size());

@@ -2,6 +2,7 @@
 // modules share. Each throws SysError naming the call and its argument.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/types.h>
 
 #include <string>
@@ -23,8 +24,9 @@ void pivot_root(const char* new_root, const char* put_old);
 // the child's pid in the parent; the pidfd of the child lands in *pidfd.
 pid_t clone3(unsigned long long flags, int* pidfd);
 
-// Writes all of data to path (opened O_WRONLY|O_CLOEXEC); for /proc files.
-void write_file(const std::string& path, const std::string& data);
+// Writes all of data to path (opened O_WRONLY|O_CLOEXEC, relative to dirfd);
+// for /proc files.
+void write_file(const std::string& path, const std::string& data, int dirfd = AT_FDCWD);
 
 // Reads fd to EOF, then closes it (the caller handed it over). Throws
 // SysError(errno, context) when it cannot be read, and SysError(EFBIG) past

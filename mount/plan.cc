@@ -76,8 +76,9 @@ std::string join(const std::string& dir, const char* name)
 }
 
 // bwrap's --dev: a tmpfs with the harmless device nodes bound from the host,
-// the usual /proc/self/fd links, a new devpts instance and an empty shm dir.
-void expand_dev(const std::string& dest, std::vector<Op>& out)
+// the usual /proc/self/fd links, a new devpts instance and an empty shm dir;
+// and the caller's terminal as console, if its stdout is one.
+void expand_dev(const std::string& dest, const std::optional<std::string>& console, std::vector<Op>& out)
 {
     out.push_back(Tmpfs{dest, kDirMode});
     for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
@@ -89,11 +90,15 @@ void expand_dev(const std::string& dest, std::vector<Op>& out)
         out.push_back(Symlink{target, join(dest, name)});
     out.push_back(Dir{join(dest, "shm"), kDirMode});
     out.push_back(Devpts{join(dest, "pts")});
+    // Security: the command has this terminal as its stdout already; the bind
+    // gives it a name (so ttyname() works inside), not more access.
+    if (console)
+        out.push_back(Bind{*console, join(dest, "console"), BindKind::Dev, false});
 }
 
 } // namespace
 
-Plan make_plan(const std::vector<Op>& ops)
+Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& console)
 {
     Plan plan;
     // bwrap closes each data or --bind-fd fd once used, so a second use of
@@ -106,7 +111,7 @@ Plan make_plan(const std::vector<Op>& ops)
     for (Op op : ops) {
         std::visit([](auto& o) { o.dest = normalize_dest(o.dest); }, op);
         if (auto* dev = std::get_if<Dev>(&op))
-            expand_dev(dev->dest, plan.ops);
+            expand_dev(dev->dest, console, plan.ops);
         else
             plan.ops.push_back(std::move(op));
     }

@@ -103,7 +103,8 @@ std::optional<FdUse> fd_use(const Op& op);
 std::string normalize_dest(const std::string& path);
 
 // Throws UsageError naming the offending destination, or an fd that two ops
-// would read.
-Plan make_plan(const std::vector<Op>& ops);
+// would read. console: the caller's terminal (the path of its stdout), which
+// each --dev binds at DEST/console, as bwrap does; nullopt for none.
+Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& console = std::nullopt);
 
 } // namespace cocoon::mount

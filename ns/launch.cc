@@ -30,6 +30,7 @@
 #include "ns/env.h"
 #include "ns/monitor.h"
 #include "ns/uid_map.h"
+#include "ns/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
 
@@ -177,7 +178,8 @@ void close_fds_except(std::vector<int> keep)
 }
 
 // The command's process: final privileges, then exec. Throws on failure.
-[[noreturn]] void exec_command(const LaunchPlan& plan, const sigset_t& caller_mask)
+// proc_dir: the host's /proc, held for --disable-userns only.
+[[noreturn]] void exec_command(const LaunchPlan& plan, const sigset_t& caller_mask, int proc_dir)
 {
     if (plan.new_session)
         // Security: a new session has no controlling terminal, so the command
@@ -189,6 +191,14 @@ void close_fds_except(std::vector<int> keep)
     std::vector<std::string> env = plan.env;
     enter_working_dir(plan, env);
 
+    // Security: --disable-userns: the command gets a user namespace of its own
+    // that is the last one allowed, so it can make no more (and its
+    // capabilities, if any, are over that namespace only). Before apply_caps:
+    // the new namespace comes with a full capability set to trim.
+    if (plan.disable_userns)
+        enter_nested_user_namespace(proc_dir);
+    if (plan.disable_userns || plan.assert_userns_disabled)
+        assert_user_namespaces_disabled();
     apply_caps(plan.caps, plan.ambient_caps);
     set_no_new_privs();
     // Security: only stdin, stdout and stderr cross into the sandbox; an
@@ -271,6 +281,8 @@ void die_with_monitor(int sock)
             wait_for_fd(plan.userns_block_fd, "--userns-block-fd");
         else if (plan.clone_flags & CLONE_NEWUSER)
             write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
+        // 1b. --disable-userns: cap the user namespaces below ours at one.
+        UniqueFd proc_dir = plan.disable_userns ? limit_user_namespaces() : UniqueFd();
         // 2. Die with the monitor (--die-with-parent, --forward-signals).
         if (plan.die_with_parent || plan.forward_signals)
             die_with_monitor(sock);
@@ -308,7 +320,7 @@ void die_with_monitor(int sock)
                     if (::getppid() != holder)
                         ::_exit(1);
                 }
-                exec_command(plan, caller_mask);
+                exec_command(plan, caller_mask, proc_dir.get());
             }
             // Security: the holder keeps only what it needs of the caller's
             // fds (bwrap's init does the same): a pipe or directory the
@@ -321,7 +333,7 @@ void die_with_monitor(int sock)
             be_reaper(plan, command, sock);
         }
         // 7. Otherwise this process becomes the command.
-        exec_command(plan, caller_mask);
+        exec_command(plan, caller_mask, proc_dir.get());
     } catch (const std::exception& e) {
         send_message(sock, ErrorMsg{e.what()});
         ::_exit(1);

@@ -48,6 +48,8 @@ struct LaunchPlan {
     int userns_block_fd = -1;             // --userns-block-fd: waited on instead of writing id maps
     std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
     std::vector<std::vector<sock_filter>> seccomp;  // loaded in order, last step before exec
+    bool disable_userns = false;          // --disable-userns: the command runs in a nested, full user namespace
+    bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
     bool reaper = false;                  // PID 1 forks the command and waits for it
     bool terminal_foreground = false;     // set by launch(): cocoon owned the terminal
     std::optional<cpu_set_t> cpu_affinity;  // set by launch(): the caller's, to restore

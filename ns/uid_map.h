@@ -2,12 +2,15 @@
 // process itself, which holds CAP_SETUID over the namespace it was born in.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/types.h>
 
 namespace cocoon::ns {
 
 // Maps inside_uid/gid to the caller's outside ids (one id each) and denies
-// setgroups in the calling process's user namespace.
-void write_id_maps(uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid);
+// setgroups in the calling process's user namespace. proc_dir: an fd of a
+// procfs root, for a process whose root has no /proc (else /proc is used).
+void write_id_maps(uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid,
+                   int proc_dir = AT_FDCWD);
 
 } // namespace cocoon::ns

@@ -308,6 +308,17 @@ const std::vector<Spec>& specs()
          [](Options& o, const V& a) { add_seccomp(o, false, a[0]); }},
         {"add-seccomp-fd", "FD", "Load a compiled seccomp (cBPF) program from FD (repeatable)",
          [](Options& o, const V& a) { add_seccomp(o, true, a[0]); }},
+        {"disable-userns", "", "Keep the command from creating user namespaces (needs --unshare-user)",
+         flag(&Options::disable_userns)},
+        {"assert-userns-disabled", "", "Fail unless the command is unable to create user namespaces",
+         flag(&Options::assert_userns_disabled)},
+        // bwrap refuses a label unless SELinux is enabled; cocoon has no
+        // SELinux support, so it always refuses rather than run the sandbox
+        // in a context other than the one asked for.
+        {"exec-label", "LABEL", "SELinux label of the command (not supported: refused)",
+         [](Options&, const V&) { throw UsageError("labeling not supported on this system (--exec-label)"); }},
+        {"file-label", "LABEL", "SELinux label of the sandbox's files (not supported: refused)",
+         [](Options&, const V&) { throw UsageError("labeling not supported on this system (--file-label)"); }},
         {"cap-add", "CAP", "Add capability CAP (or ALL)",
          [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{true, a[0]}); }},
         {"cap-drop", "CAP", "Drop capability CAP (or ALL)",

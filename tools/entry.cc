@@ -40,6 +40,10 @@ HostFacts read_host()
         host.permitted_caps = data[0].permitted | (static_cast<ns::CapSet>(data[1].permitted) << 32);
     host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
     host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
+    // bwrap's rule: stdout, not stdin, decides the console.
+    if (::isatty(STDOUT_FILENO))
+        if (const char* tty = ::ttyname(STDOUT_FILENO))
+            host.stdout_tty = tty;
     return host;
 }
 

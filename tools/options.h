@@ -54,6 +54,8 @@ struct Options {
     int userns_block_fd = -1;             // --userns-block-fd
     std::vector<std::string> lock_files;  // --lock-file, in order
     std::vector<SeccompInput> seccomp;    // --seccomp (the last one) or every --add-seccomp-fd
+    bool disable_userns = false;          // --disable-userns
+    bool assert_userns_disabled = false;  // --assert-userns-disabled
 
     // Said on stderr, prefixed like errors, when the options are used (bwrap
     // warns about a repeated --seccomp, for one).
@@ -79,6 +81,8 @@ struct HostFacts {
     ns::CapSet permitted_caps = ns::kAllCaps;  // the caller's permitted set
     bool has_user_ns = true;
     bool has_cgroup_ns = true;
+    // The terminal on stdout (ttyname(1)), if any: --dev binds it at console.
+    std::optional<std::string> stdout_tty;
 };
 
 // Reads an fd the caller handed over to EOF and closes it (--args,

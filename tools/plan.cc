@@ -86,6 +86,13 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // honour ids of its own.
     if (o.userns_block_fd >= 0 && (o.uid || o.gid))
         throw UsageError("--userns-block-fd cannot be combined with --uid or --gid (the caller writes the id maps)");
+    // bwrap's rules: only an explicit --unshare-user counts (not the implicit
+    // namespace of an unprivileged caller, nor --unshare-user-try), and the
+    // caller who writes the id maps cannot have them nested.
+    if (o.disable_userns && !o.unshare_user)
+        throw UsageError("--disable-userns requires --unshare-user");
+    if (o.disable_userns && o.userns_block_fd >= 0)
+        throw UsageError("--disable-userns is not compatible with  --userns-block-fd");
     // The locks belong to PID 1, which is the command itself with --as-pid-1:
     // its exec would drop them.
     if (o.as_pid_1 && !o.lock_files.empty())
@@ -96,7 +103,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.uid = o.uid.value_or(host.uid);
     plan.gid = o.gid.value_or(host.gid);
 
-    plan.mounts = mount::make_plan(o.mounts);
+    plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
     plan.env = ns::build_env(host.environ, o.env);
     plan.chdir = o.chdir;
     plan.host_cwd = host.cwd;
@@ -124,6 +131,8 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.sync_fd = o.sync_fd;
     plan.block_fd = o.block_fd;
     plan.userns_block_fd = o.userns_block_fd;
+    plan.disable_userns = o.disable_userns;
+    plan.assert_userns_disabled = o.assert_userns_disabled;
     plan.lock_files = o.lock_files;
     for (const SeccompInput& in : o.seccomp)
         plan.seccomp.push_back(seccomp_program(in));

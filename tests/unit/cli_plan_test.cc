@@ -572,3 +572,99 @@ TEST(MakePlan, WhoHoldsTheSandboxOpen)
     EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "--sync-fd", "5", "true"}, user_host()).reaper);
     EXPECT_FALSE(plan_for({"--block-fd", "5", "true"}, user_host()).reaper);
 }
+
+TEST(ParseArgs, UsernsOptions)
+{
+    Options none = parse_args({"true"});
+    EXPECT_FALSE(none.disable_userns);
+    EXPECT_FALSE(none.assert_userns_disabled);
+    Options o = parse_args({"--disable-userns", "--assert-userns-disabled", "true"});
+    EXPECT_TRUE(o.disable_userns);
+    EXPECT_TRUE(o.assert_userns_disabled);
+    EXPECT_EQ(o.command, std::vector<std::string>{"true"});
+
+    ns::LaunchPlan p = plan_for({"--unshare-user", "--disable-userns", "true"}, user_host());
+    EXPECT_TRUE(p.disable_userns);
+    EXPECT_FALSE(p.assert_userns_disabled);
+    p = plan_for({"--assert-userns-disabled", "true"}, root_host());
+    EXPECT_FALSE(p.disable_userns);
+    EXPECT_TRUE(p.assert_userns_disabled);
+}
+
+TEST(MakePlan, DisableUsernsRules)
+{
+    auto error = [](std::vector<std::string> args, const tools::HostFacts& host) {
+        try {
+            plan_for(args, host);
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string needs = "--disable-userns requires --unshare-user";
+    // bwrap 0.8.0 wants the option itself, even where the namespace is
+    // implicit (an unprivileged caller) or asked for with -try/--unshare-all.
+    EXPECT_EQ(error({"--disable-userns", "true"}, root_host()), needs);
+    EXPECT_EQ(error({"--disable-userns", "true"}, user_host()), needs);
+    EXPECT_EQ(error({"--unshare-all", "--disable-userns", "true"}, user_host()), needs);
+    EXPECT_EQ(error({"--unshare-user-try", "--disable-userns", "true"}, root_host()), needs);
+    EXPECT_EQ(error({"--disable-userns", "--unshare-user", "true"}, root_host()), "no error");
+    EXPECT_EQ(error({"--unshare-all", "--unshare-user", "--disable-userns", "true"}, user_host()), "no error");
+    EXPECT_EQ(error({"--unshare-user", "--disable-userns", "--userns-block-fd", "5", "--info-fd", "6", "true"},
+                    user_host()),
+              "--disable-userns is not compatible with  --userns-block-fd");
+    // --assert-userns-disabled only looks; it needs nothing.
+    EXPECT_EQ(error({"--assert-userns-disabled", "true"}, root_host()), "no error");
+}
+
+TEST(ParseArgs, SelinuxLabelsAreRefused)
+{
+    for (const char* option : {"--exec-label", "--file-label"}) {
+        SCOPED_TRACE(option);
+        try {
+            parse_args({option, "system_u:object_r:container_file_t:s0", "true"});
+            FAIL();
+        } catch (const UsageError& e) {
+            EXPECT_EQ(std::string(e.what()), std::string("labeling not supported on this system (") + option + ")");
+        }
+        try {
+            parse_args({option});
+            FAIL();
+        } catch (const UsageError& e) {
+            EXPECT_EQ(std::string(e.what()), std::string(option) + " takes 1 argument");
+        }
+    }
+}
+
+TEST(MakePlan, DevBindsTheCallersTerminalAsConsole)
+{
+    auto console_of = [](const ns::LaunchPlan& p) {
+        std::vector<std::pair<std::string, std::string>> found;
+        for (const mount::Op& op : p.mounts.ops)
+            if (auto* b = std::get_if<mount::Bind>(&op); b && b->dest.size() >= 8 &&
+                                                         b->dest.compare(b->dest.size() - 8, 8, "/console") == 0) {
+                EXPECT_EQ(b->kind, mount::BindKind::Dev);
+                EXPECT_FALSE(b->optional);
+                found.emplace_back(b->source, b->dest);
+            }
+        return found;
+    };
+    using Found = std::vector<std::pair<std::string, std::string>>;
+    tools::HostFacts tty = user_host();
+    tty.stdout_tty = "/dev/pts/7";
+    EXPECT_EQ(console_of(plan_for({"--dev", "/dev", "true"}, tty)), (Found{{"/dev/pts/7", "/dev/console"}}));
+    EXPECT_EQ(console_of(plan_for({"--dev", "/dev", "--dev", "sub/dev", "true"}, tty)),
+              (Found{{"/dev/pts/7", "/dev/console"}, {"/dev/pts/7", "/sub/dev/console"}}));
+    // No terminal on stdout, or no --dev: no console.
+    EXPECT_EQ(console_of(plan_for({"--dev", "/dev", "true"}, user_host())), Found{});
+    EXPECT_EQ(console_of(plan_for({"--tmpfs", "/dev", "true"}, tty)), Found{});
+}
+
+TEST(CocoonMain, HelpListsTheUsernsAndLabelOptions)
+{
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(run_main({"cocoon", "--help"}), 0);
+    std::string help = testing::internal::GetCapturedStdout();
+    for (const char* opt : {"--disable-userns ", "--assert-userns-disabled ", "--exec-label LABEL", "--file-label LABEL"})
+        EXPECT_NE(help.find(opt), std::string::npos) << opt;
+}

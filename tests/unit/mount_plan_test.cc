@@ -152,3 +152,20 @@ TEST(MakePlan, AnFdIsUsedOnce)
     }
     EXPECT_THROW(make_plan({Data{0, "/a"}, Data{0, "/b"}}), cocoon::UsageError);
 }
+
+TEST(MakePlan, DevWithAConsoleBindsItLast)
+{
+    Plan plan = make_plan({Dev{"/dev"}, Dir{"/after"}}, std::string("/dev/pts/3"));
+    Plan without = make_plan({Dev{"/dev"}, Dir{"/after"}});
+    ASSERT_EQ(plan.ops.size(), without.ops.size() + 1);
+    // After the devpts mount, so nothing of --dev covers it.
+    const Bind& console = std::get<Bind>(plan.ops[plan.ops.size() - 2]);
+    EXPECT_TRUE(std::holds_alternative<Devpts>(plan.ops[plan.ops.size() - 3]));
+    EXPECT_EQ(console.source, "/dev/pts/3");
+    EXPECT_EQ(console.dest, "/dev/console");
+    EXPECT_EQ(console.kind, BindKind::Dev);
+    EXPECT_FALSE(console.optional);
+    EXPECT_EQ(dest_of(plan.ops.back()), "/after");
+    for (const Op& op : without.ops)
+        EXPECT_NE(dest_of(op), "/dev/console");
+}
