@@ -54,7 +54,9 @@ pid_t clone3(unsigned long long flags, int* pidfd)
     clone_args args{};
     args.flags = flags | CLONE_PIDFD;
     args.pidfd = reinterpret_cast<unsigned long long>(pidfd);
-    args.exit_signal = SIGCHLD;
+    // With CLONE_PARENT the kernel takes the caller's own exit signal and
+    // refuses any other value than 0 here.
+    args.exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD;
     return static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
 }
 

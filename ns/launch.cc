@@ -28,6 +28,7 @@
 #include "net/loopback.h"
 #include "ns/channel.h"
 #include "ns/env.h"
+#include "ns/join.h"
 #include "ns/monitor.h"
 #include "ns/uid_map.h"
 #include "ns/userns_limit.h"
@@ -191,6 +192,16 @@ void close_fds_except(std::vector<int> keep)
     std::vector<std::string> env = plan.env;
     enter_working_dir(plan, env);
 
+    // --uid/--gid with --userns: ids that the joined namespace maps. Keep the
+    // capabilities across the uid change; apply_caps decides which stay.
+    if (plan.switch_gid)
+        check(::setresgid(*plan.switch_gid, *plan.switch_gid, *plan.switch_gid),
+              "unable to switch to gid " + std::to_string(*plan.switch_gid));
+    if (plan.switch_uid) {
+        check(::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "prctl(PR_SET_KEEPCAPS)");
+        check(::setresuid(*plan.switch_uid, *plan.switch_uid, *plan.switch_uid),
+              "unable to switch to uid " + std::to_string(*plan.switch_uid));
+    }
     // Security: --disable-userns: the command gets a user namespace of its own
     // that is the last one allowed, so it can make no more (and its
     // capabilities, if any, are over that namespace only). Before apply_caps:
@@ -302,7 +313,11 @@ void die_with_monitor(int sock)
         // (the command's copies of the fds close at exec; a POSIX lock
         // belongs to the process that took it).
         std::vector<UniqueFd> locks = take_locks(plan);
-        // 5c. --block-fd: setup is done; wait for the caller's go.
+        // 5c. --userns2: setup is done; PID 1 and the command live in this
+        // user namespace, below the one that owns the sandbox's namespaces.
+        if (plan.userns2_fd >= 0)
+            join_namespace(plan.userns2_fd, CLONE_NEWUSER, "--userns2");
+        // 5d. --block-fd: setup is done; wait for the caller's go.
         if (plan.block_fd >= 0)
             wait_for_fd(plan.block_fd, "--block-fd");
         // 6. PID namespace (or --sync-fd/--lock-file, which need a holder that
@@ -374,21 +389,45 @@ int launch(const LaunchPlan& in)
 
     int raw_pidfd = -1;
     pid_t pid;
-    try {
-        pid = sys::clone3(plan.clone_flags, &raw_pidfd);
-    } catch (const SysError& e) {
-        throw SysError(e.code(), "Creating new namespace failed");
-    }
-    if (pid == 0) {
-        sock.reset();
-        parent.reset();
-        child_main(plan, child_sock.get(), caller_mask);
+    if (plan.userns_fd >= 0 || plan.pidns_fd >= 0) {
+        // --userns, --pidns: a helper joins them and clones the first process.
+        JoinedChild joined = clone_in_joined_namespaces(
+            plan, child_sock.get(),
+            [&] {
+                sock.reset();
+                parent.reset();
+            },
+            [&] { child_main(plan, child_sock.get(), caller_mask); });
+        if (!joined.pidfd || joined.pid <= 0) {
+            if (joined.pidfd) {
+                // Security: never leave a sandbox running unsupervised.
+                ::syscall(SYS_pidfd_send_signal, joined.pidfd.get(), SIGKILL, nullptr, 0);
+                siginfo_t info;
+                ::waitid(P_PIDFD, static_cast<id_t>(joined.pidfd.get()), &info, WEXITED);
+            }
+            auto msg = receive_message(sock.get(), false);
+            auto* err = msg ? std::get_if<ErrorMsg>(&*msg) : nullptr;
+            throw std::runtime_error(err ? err->text : "Joining the namespaces failed");
+        }
+        pid = joined.pid;
+        raw_pidfd = joined.pidfd.release();
+    } else {
+        try {
+            pid = sys::clone3(plan.clone_flags, &raw_pidfd);
+        } catch (const SysError& e) {
+            throw SysError(e.code(), "Creating new namespace failed");
+        }
+        if (pid == 0) {
+            sock.reset();
+            parent.reset();
+            child_main(plan, child_sock.get(), caller_mask);
+        }
     }
     UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
     // the sync fd reaches EOF exactly when the sandbox ends, cocoon alive or not.
-    for (int fd : {plan.sync_fd, plan.block_fd, plan.userns_block_fd})
+    for (int fd : {plan.sync_fd, plan.block_fd, plan.userns_block_fd, plan.userns_fd, plan.pidns_fd, plan.userns2_fd})
         if (fd > 2 && fd != plan.info_fd && fd != plan.json_status_fd)
             ::close(fd);
     restore_affinity(plan);

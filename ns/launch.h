@@ -46,6 +46,11 @@ struct LaunchPlan {
     int sync_fd = -1;                     // --sync-fd: held by PID 1 (the command with --as-pid-1)
     int block_fd = -1;                    // --block-fd: waited on after setup, before the command
     int userns_block_fd = -1;             // --userns-block-fd: waited on instead of writing id maps
+    int userns_fd = -1;                   // --userns: joined before the other namespaces are made
+    int pidns_fd = -1;                    // --pidns: joined before the first process is made
+    int userns2_fd = -1;                  // --userns2: joined after setup, before the command
+    std::optional<uid_t> switch_uid;      // --uid with --userns: setresuid inside it
+    std::optional<gid_t> switch_gid;      // --gid with --userns: setresgid inside it
     std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
     std::vector<std::vector<sock_filter>> seccomp;  // loaded in order, last step before exec
     bool disable_userns = false;          // --disable-userns: the command runs in a nested, full user namespace

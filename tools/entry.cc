@@ -3,6 +3,7 @@
 #include "tools/entry.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,9 +12,11 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/sys_error.h"
+#include "ns/join.h"
 #include "ns/launch.h"
 #include "tools/options.h"
 #include "tools/plan.h"
@@ -78,6 +81,12 @@ int cocoon_main(int argc, char** argv)
                                 {options.userns_block_fd, "--userns-block-fd"}})
             if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
                 throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
+        // Namespace fds: open and of the right type, before any process exists.
+        for (auto [fd, type, name] : {std::tuple{options.userns_fd, CLONE_NEWUSER, "--userns"},
+                                      {options.userns2_fd, CLONE_NEWUSER, "--userns2"},
+                                      {options.pidns_fd, CLONE_NEWPID, "--pidns"}})
+            if (fd >= 0)
+                ns::check_namespace_fd(fd, type, name);
         // A closed fd is refused here, before any process or mount exists.
         for (const mount::Op& op : options.mounts)
             if (auto use = mount::fd_use(op); use && ::fcntl(use->fd, F_GETFD) < 0)

@@ -52,6 +52,9 @@ struct Options {
     int sync_fd = -1;                     // --sync-fd
     int block_fd = -1;                    // --block-fd
     int userns_block_fd = -1;             // --userns-block-fd
+    int userns_fd = -1;                   // --userns: join instead of creating one
+    int userns2_fd = -1;                  // --userns2: switched into after setup
+    int pidns_fd = -1;                    // --pidns: join instead of creating one
     std::vector<std::string> lock_files;  // --lock-file, in order
     std::vector<SeccompInput> seccomp;    // --seccomp (the last one) or every --add-seccomp-fd
     bool disable_userns = false;          // --disable-userns

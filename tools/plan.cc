@@ -35,7 +35,14 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     const bool root = host.uid == 0;
     // Security: an unprivileged caller gets its powers only inside a user
     // namespace it owns; a root caller may ask for one, or try for one.
-    const bool user_ns = !root || o.unshare_user || (o.unshare_user_try && host.has_user_ns);
+    // bwrap's rules: a joined user namespace replaces the new one, so asking
+    // for both is a contradiction (--unshare-all asks for one too).
+    const bool join_user = o.userns_fd >= 0;
+    if (join_user && o.unshare_user)
+        throw UsageError("--userns not compatible --unshare-user");
+    if (join_user && o.unshare_user_try)
+        throw UsageError("--userns not compatible --unshare-user-try");
+    const bool user_ns = !join_user && (!root || o.unshare_user || (o.unshare_user_try && host.has_user_ns));
     plan.clone_flags = CLONE_NEWNS;
     if (user_ns)
         plan.clone_flags |= CLONE_NEWUSER;
@@ -50,9 +57,11 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     if (o.unshare_cgroup || (o.unshare_cgroup_try && host.has_cgroup_ns))
         plan.clone_flags |= CLONE_NEWCGROUP;
 
-    if (o.uid && !user_ns)
+    // With --userns, --uid and --gid pick ids the joined namespace already
+    // maps (bwrap switches to them); there are no maps to write.
+    if (o.uid && !user_ns && !join_user)
         throw UsageError("Specifying --uid requires --unshare-user");
-    if (o.gid && !user_ns)
+    if (o.gid && !user_ns && !join_user)
         throw UsageError("Specifying --gid requires --unshare-user");
     if (o.as_pid_1 && !o.unshare_pid)
         throw UsageError("Specifying --as-pid-1 requires --unshare-pid");
@@ -102,6 +111,13 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.real_gid = host.gid;
     plan.uid = o.uid.value_or(host.uid);
     plan.gid = o.gid.value_or(host.gid);
+    plan.userns_fd = o.userns_fd;
+    plan.pidns_fd = o.pidns_fd;
+    plan.userns2_fd = o.userns2_fd;
+    if (join_user) {
+        plan.switch_uid = o.uid;
+        plan.switch_gid = o.gid;
+    }
 
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
     plan.env = ns::build_env(host.environ, o.env);
@@ -112,13 +128,15 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // A user namespace's creator holds every capability in it; without one,
     // the command can keep only what the caller has (root in a container may
     // lack some).
-    plan.caps = ns::resolve_caps(root, o.caps) & (user_ns ? ns::kAllCaps : host.permitted_caps);
+    plan.caps = ns::resolve_caps(root, o.caps) & (user_ns || join_user ? ns::kAllCaps : host.permitted_caps);
     // Capabilities reach a non-root uid across exec only as ambient ones;
     // raise them only when the caller asked for some with --cap-add.
     bool cap_add = false;
     for (const ns::CapOp& op : o.caps)
         cap_add = cap_add || op.add;
-    plan.ambient_caps = cap_add && plan.uid != 0 && plan.caps != 0;
+    // In a joined namespace the uid inside is unknown here; ambient
+    // capabilities are harmless for uid 0, so raise them whenever asked.
+    plan.ambient_caps = cap_add && (plan.uid != 0 || join_user) && plan.caps != 0;
 
     plan.new_session = o.new_session;
     plan.die_with_parent = o.die_with_parent;

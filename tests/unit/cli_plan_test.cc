@@ -668,3 +668,58 @@ TEST(CocoonMain, HelpListsTheUsernsAndLabelOptions)
     for (const char* opt : {"--disable-userns ", "--assert-userns-disabled ", "--exec-label LABEL", "--file-label LABEL"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
+
+TEST(MakePlan, JoinedNamespaces)
+{
+    auto error = [](std::vector<std::string> args, const tools::HostFacts& host) {
+        try {
+            plan_for(args, host);
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // bwrap's rules and texts: a joined user namespace replaces the new one.
+    for (const auto& host : {user_host(), root_host()}) {
+        EXPECT_EQ(error({"--userns", "5", "--unshare-user", "true"}, host), "--userns not compatible --unshare-user");
+        EXPECT_EQ(error({"--userns", "5", "--unshare-user-try", "true"}, host),
+                  "--userns not compatible --unshare-user-try");
+        EXPECT_EQ(error({"--userns", "5", "--unshare-all", "true"}, host), "--userns not compatible --unshare-user-try");
+        EXPECT_EQ(error({"--userns", "5", "--userns-block-fd", "6", "--info-fd", "7", "true"}, host),
+                  "--userns-block-fd requires --unshare-user");
+        EXPECT_EQ(error({"--userns", "5", "--uid", "0", "--gid", "0", "true"}, host), "no error");
+        EXPECT_EQ(error({"--pidns", "5", "--unshare-pid", "true"}, host), "no error");
+        EXPECT_EQ(error({"--pidns", "5", "--as-pid-1", "true"}, host), "Specifying --as-pid-1 requires --unshare-pid");
+    }
+    EXPECT_EQ(error({"--uid", "0", "true"}, root_host()), "Specifying --uid requires --unshare-user");
+
+    // An unprivileged caller's implicit user namespace gives way to the joined one.
+    ns::LaunchPlan p = plan_for({"--userns", "5", "--unshare-pid", "--unshare-net", "true"}, user_host());
+    EXPECT_EQ(p.clone_flags, static_cast<unsigned long long>(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET));
+    EXPECT_EQ(p.userns_fd, 5);
+    EXPECT_EQ(p.pidns_fd, -1);
+    EXPECT_FALSE(p.switch_uid);
+    EXPECT_EQ(p.caps, 0u);  // unprivileged: nothing unless --cap-add
+    EXPECT_EQ(plan_for({"--userns", "5", "--cap-add", "CAP_CHOWN", "true"}, user_host()).caps, ns::CapSet{1} << 0);  // CAP_CHOWN is 0
+
+    // --uid/--gid with --userns: switched to inside it, no maps written.
+    p = plan_for({"--userns", "5", "--uid", "7", "--gid", "8", "true"}, user_host());
+    EXPECT_EQ(p.switch_uid, std::optional<uid_t>(7));
+    EXPECT_EQ(p.switch_gid, std::optional<gid_t>(8));
+    EXPECT_FALSE(p.clone_flags & CLONE_NEWUSER);
+    EXPECT_FALSE(plan_for({"--unshare-user", "--uid", "7", "true"}, user_host()).switch_uid);
+
+    // --pidns with --unshare-pid: a new PID namespace, nested in the joined one.
+    p = plan_for({"--pidns", "6", "--unshare-pid", "true"}, root_host());
+    EXPECT_EQ(p.pidns_fd, 6);
+    EXPECT_TRUE(p.clone_flags & CLONE_NEWPID);
+    EXPECT_TRUE(p.reaper);
+    p = plan_for({"--pidns", "6", "true"}, root_host());
+    EXPECT_FALSE(p.clone_flags & CLONE_NEWPID);
+    EXPECT_FALSE(p.reaper);
+
+    EXPECT_EQ(plan_for({"--userns", "5", "--userns2", "9", "true"}, user_host()).userns2_fd, 9);
+    EXPECT_THROW(parse_args({"--userns", "abc", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--pidns", "-1", "true"}), UsageError);
+    EXPECT_THROW(parse_args({"--userns2"}), UsageError);
+}

@@ -1,0 +1,207 @@
+// Joining the caller's namespaces. check_namespace_fd runs in the monitor
+// before any process exists; clone_in_joined_namespaces forks a helper that
+// joins and clones the sandbox's first process, then exits.
+#include "ns/join.h"
+
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <tuple>
+#include <utility>
+
+#include "base/sys.h"
+#include "base/sys_error.h"
+#include "base/unique_fd.h"
+#include "ns/channel.h"
+
+namespace cocoon::ns {
+namespace {
+
+const char* type_name(int nstype)
+{
+    return nstype == CLONE_NEWUSER ? "user" : nstype == CLONE_NEWPID ? "PID" : "other";
+}
+
+constexpr char kFirstProcess = 'P'; // the sandbox's first process
+constexpr char kIntermediate = 'I'; // the --pidns fork, to be reaped
+
+// One fd over a socket (SCM_RIGHTS) with a tag byte; best effort, a failure
+// shows as a missing fd.
+void send_fd(int sock, int fd, char tag)
+{
+    char byte = tag;
+    iovec iov { &byte, 1 };
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+    ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+// The next fd send_fd sent, with its tag; an invalid fd at EOF.
+std::pair<char, UniqueFd> receive_fd(int sock)
+{
+    char byte;
+    iovec iov { &byte, 1 };
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) { }
+    cmsghdr* cmsg = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
+    if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
+        return { 0, UniqueFd() };
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+    return { byte, UniqueFd(fd) };
+}
+
+// The pid of a pidfd in our own PID namespace's numbering (fdinfo's "Pid:").
+pid_t pid_of(int pidfd)
+{
+    std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("Pid:", 0) == 0)
+            return static_cast<pid_t>(std::stol(line.substr(4)));
+    return -1;
+}
+
+std::string named(const std::string& option, int fd)
+{
+    return option + " " + std::to_string(fd);
+}
+
+} // namespace
+
+void check_namespace_fd(int fd, int nstype, const std::string& option)
+{
+    if (::fcntl(fd, F_GETFD) < 0)
+        throw SysError(errno, "Invalid " + named(option, fd));
+    // NS_GET_NSTYPE fails with ENOTTY for anything that is not an nsfs file.
+    int type = ::ioctl(fd, NS_GET_NSTYPE);
+    if (type != nstype)
+        throw UsageError("Invalid " + named(option, fd) + ": not a " + type_name(nstype) + " namespace");
+}
+
+void join_namespace(int fd, int nstype, const std::string& option)
+{
+    if (::setns(fd, nstype) == 0)
+        return;
+    int err = errno;
+    std::string hint;
+    // The kernel's reasons, as setns(2) gives them: EINVAL for a namespace
+    // that is not below ours (or is ours: re-entering would regain
+    // capabilities), EPERM when we lack CAP_SYS_ADMIN over its owner.
+    if (err == EINVAL && nstype == CLONE_NEWUSER)
+        hint = " (it must be a descendant of the current user namespace, not the current one)";
+    else if (err == EINVAL && nstype == CLONE_NEWPID)
+        hint = " (it must be the current PID namespace or a descendant of it)";
+    else if (err == EPERM)
+        hint = " (it must be owned by the user namespace in use, or one below it that the caller owns)";
+    throw SysError(err, "Joining " + named(option, fd) + " failed" + hint);
+}
+
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
+    const std::function<void()>& in_helper, const std::function<void()>& child)
+{
+    int sv[2];
+    check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
+    UniqueFd pidfd_read(sv[0]), pidfd_write(sv[1]);
+    // Why a helper: setns into a user namespace cannot be undone, and the
+    // namespaces clone3 makes belong to the caller's user namespace. So a
+    // process that has joined must make them, and it must not be the monitor,
+    // which keeps the caller's identity (relay sockets, signals).
+    pid_t helper = static_cast<pid_t>(check(::fork(), "fork"));
+    if (helper == 0) {
+        pidfd_read.reset();
+        in_helper();
+        try {
+            // User namespace first: it decides who may join the PID namespace
+            // (CAP_SYS_ADMIN over its owner) and owns every namespace made next.
+            if (plan.userns_fd >= 0)
+                join_namespace(plan.userns_fd, CLONE_NEWUSER, "--userns");
+            unsigned long long flags = plan.clone_flags;
+            if (plan.pidns_fd >= 0) {
+                // setns only moves our future children into the PID namespace,
+                // and the kernel makes a nested one (--unshare-pid) only from a
+                // process that is in it already: one more fork then.
+                join_namespace(plan.pidns_fd, CLONE_NEWPID, "--pidns");
+                if (flags & CLONE_NEWPID) {
+                    // CLONE_PARENT as below; the monitor reaps it by its pidfd.
+                    int raw = -1;
+                    if (sys::clone3(CLONE_PARENT, &raw) != 0) {
+                        send_fd(pidfd_write.get(), raw, kIntermediate);
+                        ::_exit(0);
+                    }
+                }
+            }
+            // CLONE_PARENT: the first process is the monitor's child, so it
+            // dies with the monitor (PDEATHSIG) and is reaped by it. Its pidfd
+            // goes to the monitor: a pid read here would be in the joined PID
+            // namespace's numbering.
+            int raw = -1;
+            pid_t pid;
+            try {
+                pid = sys::clone3(flags | CLONE_PARENT, &raw);
+            } catch (const SysError& e) {
+                // The kernel nests a PID namespace only under one whose owner
+                // is our user namespace or an ancestor of it.
+                bool nested = plan.pidns_fd >= 0 && (flags & CLONE_NEWPID) && e.code() == EINVAL;
+                throw SysError(e.code(),
+                    "Creating new namespace failed"
+                        + (nested ? " (--unshare-pid inside " + named("--pidns", plan.pidns_fd)
+                                    + " needs --userns with that namespace's owner)"
+                                  : std::string()));
+            }
+            if (pid == 0) {
+                pidfd_write.reset();
+                child();
+                ::_exit(1);
+            }
+            UniqueFd pidfd(raw);
+            send_fd(pidfd_write.get(), pidfd.get(), kFirstProcess);
+            ::_exit(0);
+        } catch (const std::exception& e) {
+            send_message(error_sock, ErrorMsg { e.what() });
+            ::_exit(1);
+        }
+    }
+    pidfd_write.reset();
+    JoinedChild out;
+    // Until EOF: every sender (helper, intermediate, first process) has
+    // closed its end by then.
+    for (auto [tag, fd] = receive_fd(pidfd_read.get()); fd;
+         std::tie(tag, fd) = receive_fd(pidfd_read.get())) {
+        if (tag == kFirstProcess) {
+            out.pidfd = std::move(fd);
+        } else {
+            siginfo_t info;
+            while (::waitid(P_PIDFD, static_cast<id_t>(fd.get()), &info, WEXITED) < 0 && errno == EINTR) { }
+        }
+    }
+    while (::waitpid(helper, nullptr, 0) < 0 && errno == EINTR) { }
+    if (out.pidfd)
+        out.pid = pid_of(out.pidfd.get());
+    return out;
+}
+
+} // namespace cocoon::ns

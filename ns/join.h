@@ -1,0 +1,38 @@
+// Joining namespaces the caller handed over as fds (--userns, --pidns,
+// --userns2). The checks run in the monitor; the joins in short-lived setup
+// processes and in the sandbox's first process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+
+#include "base/unique_fd.h"
+#include "ns/launch.h"
+
+namespace cocoon::ns {
+
+// Throws naming `option` and fd unless fd is open and is a namespace of type
+// `nstype` (CLONE_NEWUSER, CLONE_NEWPID): "Invalid --userns 5: not a user namespace".
+void check_namespace_fd(int fd, int nstype, const std::string& option);
+
+// setns(fd, nstype); throws naming `option` and fd, with a hint for the
+// kernel's EINVAL/EPERM (the namespace's place in the tree, its owner).
+void join_namespace(int fd, int nstype, const std::string& option);
+
+// The sandbox's first process as the monitor sees it.
+struct JoinedChild {
+    pid_t pid = -1;
+    UniqueFd pidfd; // invalid after a failure whose ErrorMsg went to error_sock
+};
+
+// Starts the sandbox's first process inside the joined namespaces
+// (plan.userns_fd, plan.pidns_fd) through a short-lived helper. The first
+// process is cocoon's own child (CLONE_PARENT), so the monitor waits for it
+// as usual. In the helper, `in_helper` runs first (it drops the monitor's
+// fds); in the first process, `child` runs and must not return.
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
+    const std::function<void()>& in_helper, const std::function<void()>& child);
+
+} // namespace cocoon::ns
