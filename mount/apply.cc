@@ -1,5 +1,5 @@
-// Applying the mount plan: binds, tmpfs, proc, devpts, mqueue, dirs, files,
-// symlinks, chmod, pivot_root.
+// Applying the mount plan: binds, overlays, tmpfs, proc, devpts, mqueue, dirs,
+// files, symlinks, chmod, pivot_root.
 // Runs in the sandbox's first process, in its own mount namespace, before any
 // privilege is dropped. Every destination is resolved under the new root with
 // openat2(RESOLVE_IN_ROOT), so no symlink in it can lead outside.
@@ -84,7 +84,21 @@ UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir, mode
     return fd;
 }
 
-// A new, detached superblock mount of fstype (tmpfs, proc, devpts, mqueue).
+// Throws SysError(err, what), with the filesystem's own explanation if it
+// left one in the fs_context log (overlayfs does for most refusals).
+[[noreturn]] void fs_failed(int fs, int err, std::string what)
+{
+    char log[512];
+    ssize_t n = ::read(fs, log, sizeof log - 1);
+    // Lines read "e overlayfs: <why>"; keep the why.
+    if (n > 2 && log[1] == ' ') {
+        std::string line(log + 2, static_cast<size_t>(n) - 2);
+        what += " (" + line.substr(0, line.find('\n')) + ")";
+    }
+    throw SysError(err, what);
+}
+
+// A new, detached superblock mount of fstype (tmpfs, proc, devpts, mqueue, overlay).
 UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params,
                    unsigned attrs, const std::string& dest)
 {
@@ -94,8 +108,10 @@ UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, 
         throw SysError(errno, what);
     check(::fsconfig(fs.get(), FSCONFIG_SET_STRING, "source", fstype, 0), what);
     for (auto& [key, value] : params)
-        check(::fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0), what);
-    check(::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0), what);
+        if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) < 0)
+            fs_failed(fs.get(), errno, what);
+    if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) < 0)
+        fs_failed(fs.get(), errno, what);
     UniqueFd mnt(::fsmount(fs.get(), FSMOUNT_CLOEXEC, attrs));
     if (!mnt)
         throw SysError(errno, what);
@@ -197,6 +213,51 @@ std::optional<UniqueFd> open_source(const Bind& bind)
     return tree;
 }
 
+// An overlay layer given as a host path: an O_PATH fd, opened while the host
+// tree is in view. Not an open_tree clone as for binds: Linux 6.1's overlayfs
+// takes layers only from mounts attached in the mounter's namespace.
+UniqueFd open_layer(const std::string& path, const std::string& option)
+{
+    UniqueFd fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!fd)
+        throw SysError(errno, "Can't find " + option + " " + path);
+    return fd;
+}
+
+uint64_t mount_id(int fd, const std::string& what)
+{
+    struct statx stx{};
+    check(::statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), what);
+    return stx.stx_mnt_id;
+}
+
+// Every host directory an overlay op names, opened before the new root
+// exists: the --overlay-src layers in command-line order, then (--overlay)
+// RWSRC and WORKDIR.
+std::vector<UniqueFd> open_layers(const Overlay& o)
+{
+    std::vector<UniqueFd> fds;
+    for (const std::string& src : o.sources)
+        fds.push_back(open_layer(src, "--overlay-src"));
+    if (o.kind == OverlayKind::ReadWrite) {
+        fds.push_back(open_layer(o.upper, "--overlay RWSRC"));
+        fds.push_back(open_layer(o.work, "--overlay WORKDIR"));
+        // The kernel says only EINVAL (and, before 6.5, nothing in the log).
+        const std::string what = "--overlay " + o.upper + " " + o.work;
+        if (mount_id(fds[fds.size() - 2].get(), what) != mount_id(fds.back().get(), what))
+            throw UsageError("Can't use " + what + ": WORKDIR must be on the same filesystem and mount as RWSRC");
+    }
+    return fds;
+}
+
+// How overlayfs is told about a layer: the fd's /proc link, which leads to
+// exactly the directory opened, whatever is mounted over its path since.
+// /proc is still the host's when this is used (before pivot_root).
+std::string fd_path(int fd)
+{
+    return "/proc/self/fd/" + std::to_string(fd);
+}
+
 // Copies everything the caller's fd gives (a file, pipe or socket) into `to`.
 void copy_data(int from, int to, const Data& d)
 {
@@ -221,7 +282,8 @@ void copy_data(int from, int to, const Data& d)
 struct Applier {
     int root;
     std::optional<UniqueFd>* source;  // the pre-opened source of the current op
-    int data_dir;                     // the hidden tmpfs for --bind-data files, or -1
+    std::vector<UniqueFd>* layers;    // an overlay op's pre-opened directories
+    int data_dir;                     // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
     size_t index;                     // the op's position, for unique names in data_dir
 
     void operator()(const Bind& b) const
@@ -304,6 +366,41 @@ struct Applier {
         attach(mnt.get(), target.get(), "Can't mount proc on " + p.dest);
         cover_proc(root, p.dest);
     }
+    void operator()(const Overlay& o) const
+    {
+        const std::string what = std::string("Can't mount ") + option_of(o.kind) + " on " + o.dest;
+        // lowerdir lists the topmost layer first; the last --overlay-src given is the top.
+        std::string lower;
+        for (size_t i = o.sources.size(); i-- > 0;)
+            lower += (lower.empty() ? "" : ":") + fd_path((*layers)[i].get());
+        std::vector<std::pair<const char*, std::string>> params{{"lowerdir", lower}};
+        if (o.kind == OverlayKind::ReadWrite) {
+            params.emplace_back("upperdir", fd_path((*layers)[o.sources.size()].get()));
+            params.emplace_back("workdir", fd_path((*layers)[o.sources.size() + 1].get()));
+        } else if (o.kind == OverlayKind::Tmp) {
+            // Security: the upper layer lives in the hidden tmpfs, which goes
+            // with the old root: the overlay at dest is the only way to it.
+            const std::string upper = "upper-" + std::to_string(index), work = "work-" + std::to_string(index);
+            for (const std::string& name : {upper, work})
+                if (::mkdirat(data_dir, name.c_str(), 0755) < 0)
+                    throw SysError(errno, what);
+            for (const std::string& name : {upper, work}) {
+                UniqueFd dir(::openat(data_dir, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                if (!dir)
+                    throw SysError(errno, what);
+                params.emplace_back(name == upper ? "upperdir" : "workdir", fd_path(dir.get()));
+                layers->push_back(std::move(dir));  // open until the overlay is made
+            }
+        }
+        // Security: nosuid and nodev, as for binds; --ro-overlay has no upper
+        // layer, so the kernel makes it read-only, and so is the mount.
+        unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        if (o.kind == OverlayKind::ReadOnly)
+            attrs |= MOUNT_ATTR_RDONLY;
+        UniqueFd mnt = new_mount("overlay", params, attrs, o.dest);
+        UniqueFd target = ensure_dir(root, o.dest, kDirMode);
+        attach(mnt.get(), target.get(), what);
+    }
     void operator()(const Dev&) const {}  // expanded by make_plan
     void operator()(const Devpts& d) const
     {
@@ -346,17 +443,26 @@ void apply(const Plan& plan)
 
     // Open every host source first, while the host tree is still in view.
     std::vector<std::optional<UniqueFd>> sources(plan.ops.size());
+    std::vector<std::vector<UniqueFd>> layers(plan.ops.size());
     for (size_t i = 0; i < plan.ops.size(); ++i)
         if (auto* bind = std::get_if<Bind>(&plan.ops[i]))
             sources[i] = open_source(*bind);
+        else if (auto* overlay = std::get_if<Overlay>(&plan.ops[i]))
+            layers[i] = open_layers(*overlay);
 
-    // --bind-data files are made in a tmpfs of their own, attached under the
-    // staging point so that the new root covers it; it is never in the new
-    // root's tree. Attached because Linux 6.1's open_tree clones only from
-    // mounts attached in our namespace (6.18 would take a detached one).
+    // --bind-data files and --tmp-overlay upper layers are made in a tmpfs of
+    // their own, attached under the staging point so that the new root covers
+    // it; it is never in the new root's tree. Attached because Linux 6.1's
+    // open_tree clones, and its overlayfs takes layers, only from mounts
+    // attached in our namespace (6.18 would take a detached one for open_tree).
+    auto needs_hidden = [](const Op& op) {
+        auto* d = std::get_if<Data>(&op);
+        auto* o = std::get_if<Overlay>(&op);
+        return (d && d->kind != DataKind::File) || (o && o->kind == OverlayKind::Tmp);
+    };
     UniqueFd data_dir;
     for (const Op& op : plan.ops)
-        if (auto* d = std::get_if<Data>(&op); d && d->kind != DataKind::File && !data_dir) {
+        if (needs_hidden(op) && !data_dir) {
             // Not noexec: a --ro-bind-data file may be a script to run, as in bwrap.
             data_dir = new_mount("tmpfs", {{"mode", "0700"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "(data files)");
             check(::move_mount(data_dir.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
@@ -368,7 +474,7 @@ void apply(const Plan& plan)
           std::string("Can't attach the new root on ") + kStaging);
 
     for (size_t i = 0; i < plan.ops.size(); ++i) {
-        std::visit(Applier{root.get(), &sources[i], data_dir.get(), i}, plan.ops[i]);
+        std::visit(Applier{root.get(), &sources[i], &layers[i], data_dir.get(), i}, plan.ops[i]);
         // A mount onto "/" stacks over the root we hold; walks that start at
         // an fd do not climb onto mounts stacked on it, so take the new top.
         if (dest_of(plan.ops[i]) == "/") {

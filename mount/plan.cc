@@ -35,6 +35,19 @@ const char* option_of(DataKind kind)
     return "?";
 }
 
+const char* option_of(OverlayKind kind)
+{
+    switch (kind) {
+    case OverlayKind::ReadWrite:
+        return "--overlay";
+    case OverlayKind::Tmp:
+        return "--tmp-overlay";
+    case OverlayKind::ReadOnly:
+        return "--ro-overlay";
+    }
+    return "?";
+}
+
 std::optional<FdUse> fd_use(const Op& op)
 {
     if (auto* d = std::get_if<Data>(&op))
@@ -109,6 +122,14 @@ Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& con
             throw UsageError(std::string(use->option) + " " + std::to_string(use->fd) + ": fd " +
                              std::to_string(use->fd) + " is already used by " + fds[use->fd]);
     for (Op op : ops) {
+        // bwrap's counts: an overlay needs a lower layer, and a read-only one
+        // of a single layer would only be an --ro-bind.
+        if (auto* o = std::get_if<Overlay>(&op)) {
+            size_t need = o->kind == OverlayKind::ReadOnly ? 2 : 1;
+            if (o->sources.size() < need)
+                throw UsageError(std::string(option_of(o->kind)) + " requires at least " +
+                                 (need == 1 ? "one" : "two") + " --overlay-src");
+        }
         std::visit([](auto& o) { o.dest = normalize_dest(o.dest); }, op);
         if (auto* dev = std::get_if<Dev>(&op))
             expand_dev(dev->dest, console, plan.ops);

@@ -79,7 +79,19 @@ struct RemountRo {
     std::string dest;
 };
 
-using Op = std::variant<Bind, Tmpfs, Proc, Dev, Devpts, Dir, Symlink, RemountRo, Data, Mqueue, Chmod>;
+// --overlay, --tmp-overlay, --ro-overlay: an overlayfs on dest whose lower
+// layers are the host paths of the --overlay-src options before it.
+enum class OverlayKind { ReadWrite, Tmp, ReadOnly };
+const char* option_of(OverlayKind kind);
+struct Overlay {
+    std::vector<std::string> sources;  // command-line order: the last one is the topmost layer
+    std::string upper;                 // --overlay RWSRC (host path); else empty
+    std::string work;                  // --overlay WORKDIR (host path); else empty
+    std::string dest;
+    OverlayKind kind = OverlayKind::Tmp;
+};
+
+using Op = std::variant<Bind, Tmpfs, Proc, Dev, Devpts, Dir, Symlink, RemountRo, Data, Mqueue, Chmod, Overlay>;
 
 // What apply() executes: destinations normalised, --dev expanded.
 struct Plan {

@@ -225,6 +225,10 @@ void close_fds_except(std::vector<int> keep)
     for (const std::string& arg : plan.argv)
         argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
+    // --argv0: the program is still found by the command's first word.
+    const char* program = argv[0];
+    if (plan.argv0)
+        argv[0] = const_cast<char*>(plan.argv0->c_str());
     for (const std::string& entry : env)
         envp.push_back(const_cast<char*>(entry.c_str()));
     envp.push_back(nullptr);
@@ -235,7 +239,7 @@ void close_fds_except(std::vector<int> keep)
     // kernel requires of an unprivileged filter), so they need to allow
     // nothing but the exec itself.
     load_seccomp(plan);
-    ::execvp(argv[0], argv.data());
+    ::execvp(program, argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
 

@@ -58,7 +58,9 @@ struct LaunchPlan {
     bool reaper = false;                  // PID 1 forks the command and waits for it
     bool terminal_foreground = false;     // set by launch(): cocoon owned the terminal
     std::optional<cpu_set_t> cpu_affinity;  // set by launch(): the caller's, to restore
-    std::vector<std::string> argv;
+    std::vector<std::string> argv;        // argv[0] is the program execvp looks for
+    std::optional<std::string> argv0;     // --argv0: what the command sees as argv[0]
+    std::string log_prefix;               // --level-prefix: "<4>" before the relay's warnings
 };
 
 // Runs the sandbox and returns cocoon's exit code: the command's, or 128+N if

@@ -113,6 +113,13 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         rlimit fds{};
         if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
             options.max_connections = relay::Relay::connections_within(fds.rlim_cur, 64, options);
+        // --level-prefix: the relay's lines are warnings (the sandbox runs on).
+        if (!plan.log_prefix.empty())
+            options.log = [prefix = plan.log_prefix](const std::string& line) {
+                const std::string text = prefix + line + "\n";
+                if (::write(STDERR_FILENO, text.data(), text.size()) < 0)
+                    return;
+            };
         relays.emplace(std::move(options));
     }
     size_t listeners_received = 0;

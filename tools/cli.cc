@@ -126,6 +126,9 @@ unsigned long long parse_size(const std::string& text)
     return value;
 }
 
+constexpr const char* kDanglingOverlaySrc =
+    "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
+
 // The options --perms and --size may come before (bwrap's list).
 bool takes_perms(const std::string& name)
 {
@@ -139,6 +142,11 @@ bool takes_perms(const std::string& name)
 // option (the other modifier may come between). Throws if `name` is not one.
 void check_modifiers(const Options& o, const std::string& name)
 {
+    // bwrap's rule: the sources belong to the overlay option that follows;
+    // anything else in between would leave them unused.
+    if (!o.next_overlay_srcs.empty() && name != "overlay-src" && name != "overlay" && name != "tmp-overlay" &&
+        name != "ro-overlay")
+        throw UsageError(kDanglingOverlaySrc);
     if (o.next_size && name != "tmpfs" && name != "size" && name != "perms")
         throw UsageError("--size must be followed by --tmpfs");
     if (o.next_perms && !takes_perms(name) && name != "size" && name != "perms")
@@ -175,6 +183,20 @@ Handler bind(mount::BindKind kind, bool optional)
 {
     return [kind, optional](Options& o, const std::vector<std::string>& a) {
         o.mounts.push_back(mount::Bind{a[0], a[1], kind, optional});
+    };
+}
+
+// An overlay option takes every --overlay-src given since the last one. The
+// count rules (bwrap's) are checked by mount::make_plan.
+Handler overlay(mount::OverlayKind kind)
+{
+    return [kind](Options& o, const std::vector<std::string>& a) {
+        mount::Overlay op{std::exchange(o.next_overlay_srcs, {}), "", "", a.back(), kind};
+        if (kind == mount::OverlayKind::ReadWrite) {
+            op.upper = a[0];
+            op.work = a[1];
+        }
+        o.mounts.push_back(std::move(op));
     };
 }
 
@@ -287,8 +309,24 @@ const std::vector<Spec>& specs()
                  throw UsageError("--size given twice for the same action");
              o.next_size = parse_size(a[0]);
          }},
+        {"overlay-src", "SRC", "Add the host path SRC as a lower layer of the next overlay (the last one given on top)",
+         [](Options& o, const V& a) { o.next_overlay_srcs.push_back(a[0]); }},
+        {"overlay", "RWSRC WORKDIR DEST", "Overlay on DEST of the --overlay-src layers; writes go to the host dir RWSRC",
+         overlay(mount::OverlayKind::ReadWrite)},
+        {"tmp-overlay", "DEST", "Overlay on DEST of the --overlay-src layers; writes go to an invisible tmpfs",
+         overlay(mount::OverlayKind::Tmp)},
+        {"ro-overlay", "DEST", "Read-only overlay on DEST of the (at least two) --overlay-src layers",
+         overlay(mount::OverlayKind::ReadOnly)},
         {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
          [](Options& o, const V& a) { o.mounts.push_back(mount::Symlink{a[0], a[1]}); }},
+        {"argv0", "VALUE", "Run the command with argv[0] set to VALUE",
+         [](Options& o, const V& a) {
+             if (o.argv0)
+                 throw UsageError("--argv0 used multiple times");
+             o.argv0 = a[0];
+         }},
+        {"level-prefix", "", "Prefix each line on stderr with its syslog level (<3> errors, <4> warnings)",
+         flag(&Options::level_prefix)},
         {"new-session", "", "Create a new terminal session", flag(&Options::new_session)},
         {"die-with-parent", "", "Kill the sandbox when cocoon's parent (or cocoon) dies",
          flag(&Options::die_with_parent)},
@@ -477,6 +515,8 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
     } catch (const po::error& e) {
         throw UsageError(e.what());
     }
+    if (!o.next_overlay_srcs.empty())
+        throw UsageError(kDanglingOverlaySrc);
     // A --perms or --size with no option after it does nothing (as in bwrap).
     o.next_perms.reset();
     o.next_size.reset();
@@ -485,6 +525,23 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
         in.bytes = read(in.fd, "Can't read seccomp data from " + in.option);
     o.command.assign(args.begin() + static_cast<long>(command), args.end());
     return o;
+}
+
+bool level_prefix_requested(const std::vector<std::string>& args)
+{
+    const Table& t = table();
+    for (size_t i = 0; i < args.size();) {
+        const std::string& arg = args[i];
+        if (arg == "--level-prefix")
+            return true;
+        if (arg == "--" || arg.empty() || arg[0] != '-')
+            return false;
+        const po::option_description* d = arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
+        if (!d)
+            return false;
+        i += 1 + d->semantic()->max_tokens();
+    }
+    return false;
 }
 
 std::string usage(const std::string& prog)

@@ -63,8 +63,17 @@ std::string program_name(int argc, char** argv)
 int cocoon_main(int argc, char** argv)
 {
     const std::string prog = program_name(argc, argv);
+    const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+    // --level-prefix: sd-daemon's "<N>" before each line, as bwrap writes it
+    // (3 = LOG_ERR, 4 = LOG_WARNING), so a journal keeps the level. Looked for
+    // before parsing, so that a parse error is prefixed too.
+    bool level_prefix = level_prefix_requested(args);
+    auto say = [&](const char* level, const std::string& text) {
+        std::fprintf(stderr, "%s%s: %s\n", level_prefix ? level : "", prog.c_str(), text.c_str());
+    };
     try {
-        Options options = parse_args(std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+        Options options = parse_args(args);
+        level_prefix = level_prefix || options.level_prefix;
         if (options.help) {
             std::fputs(usage(prog).c_str(), stdout);
             return 0;
@@ -74,8 +83,10 @@ int cocoon_main(int argc, char** argv)
             return 0;
         }
         for (const std::string& warning : options.warnings)
-            std::fprintf(stderr, "%s: %s\n", prog.c_str(), warning.c_str());
+            say("<4>", warning);
         ns::LaunchPlan plan = make_launch_plan(options, read_host());
+        if (level_prefix)
+            plan.log_prefix = "<4>";
         for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"},
                                 {options.sync_fd, "--sync-fd"}, {options.block_fd, "--block-fd"},
                                 {options.userns_block_fd, "--userns-block-fd"}})
@@ -100,7 +111,7 @@ int cocoon_main(int argc, char** argv)
         }
         return ns::launch(plan);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+        say("<3>", e.what());
         return 1;
     }
 }

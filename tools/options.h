@@ -59,6 +59,8 @@ struct Options {
     std::vector<SeccompInput> seccomp;    // --seccomp (the last one) or every --add-seccomp-fd
     bool disable_userns = false;          // --disable-userns
     bool assert_userns_disabled = false;  // --assert-userns-disabled
+    std::optional<std::string> argv0;     // --argv0
+    bool level_prefix = false;            // --level-prefix
 
     // Said on stderr, prefixed like errors, when the options are used (bwrap
     // warns about a repeated --seccomp, for one).
@@ -69,6 +71,8 @@ struct Options {
     // (bwrap's rule: the very next one). Empty once parse_args returns.
     std::optional<mode_t> next_perms;
     std::optional<unsigned long long> next_size;
+    // --overlay-src paths wait here for the overlay option that uses them.
+    std::vector<std::string> next_overlay_srcs;
     std::vector<ns::EnvOp> env;
     std::vector<ns::CapOp> caps;
 
@@ -99,6 +103,11 @@ std::string read_fd(int fd, const std::string& context);
 // of --args and the seccomp options are read (and closed) through `read`;
 // everything else is pure.
 Options parse_args(const std::vector<std::string>& args, const FdReader& read = read_fd);
+
+// Whether --level-prefix is among the options before the command (not in
+// --args files, which are not read here). Used to prefix errors that
+// parse_args itself throws; pure.
+bool level_prefix_requested(const std::vector<std::string>& args);
 
 // The option table as --help prints it.
 std::string usage(const std::string& prog);

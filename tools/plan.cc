@@ -158,6 +158,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // sync fd, so one waits for the command even without a PID namespace.
     plan.reaper = !o.as_pid_1 && (o.unshare_pid || o.sync_fd >= 0 || !o.lock_files.empty());
     plan.argv = o.command;
+    plan.argv0 = o.argv0;
     return plan;
 }
 

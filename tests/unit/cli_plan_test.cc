@@ -1,5 +1,6 @@
 // Unit tests of the command line (tools/cli.cc) and plan building (tools/plan.cc).
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -722,4 +723,95 @@ TEST(MakePlan, JoinedNamespaces)
     EXPECT_THROW(parse_args({"--userns", "abc", "true"}), UsageError);
     EXPECT_THROW(parse_args({"--pidns", "-1", "true"}), UsageError);
     EXPECT_THROW(parse_args({"--userns2"}), UsageError);
+}
+
+TEST(ParseArgs, Argv0ReplacesOnlyWhatTheCommandSees)
+{
+    ns::LaunchPlan plan = plan_for({"--argv0", "shown", "--", "prog", "a"}, user_host());
+    EXPECT_EQ(plan.argv, (std::vector<std::string>{"prog", "a"}));
+    EXPECT_EQ(plan.argv0, "shown");
+    EXPECT_FALSE(plan_for({"prog"}, user_host()).argv0);
+    EXPECT_EQ(parse_error({"--argv0", "a", "--argv0", "b", "true"}), "--argv0 used multiple times");
+}
+
+TEST(ParseArgs, LevelPrefixIsFoundBeforeTheCommandOnly)
+{
+    EXPECT_TRUE(parse_args({"--level-prefix", "true"}).level_prefix);
+    EXPECT_FALSE(parse_args({"true"}).level_prefix);
+    EXPECT_TRUE(tools::level_prefix_requested({"--bind", "/a", "/b", "--level-prefix", "--frobnicate"}));
+    // An option's argument, the command's own arguments, and anything past an
+    // unknown option are not --level-prefix.
+    EXPECT_FALSE(tools::level_prefix_requested({"--setenv", "--level-prefix", "x", "true"}));
+    EXPECT_FALSE(tools::level_prefix_requested({"true", "--level-prefix"}));
+    EXPECT_FALSE(tools::level_prefix_requested({"--", "--level-prefix"}));
+    EXPECT_FALSE(tools::level_prefix_requested({"--frobnicate", "--level-prefix"}));
+}
+
+TEST(CocoonMain, LevelPrefixMarksErrorsAndWarnings)
+{
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--level-prefix", "--frobnicate"})), testing::ExitedWithCode(1),
+                "^<3>cocoon: Unknown option --frobnicate\n$");
+    ASSERT_EXIT(std::exit(run_main({"bwrap", "--level-prefix", "--unshare-net"})), testing::ExitedWithCode(1),
+                "^<3>bwrap: No command specified");
+    // A warning, then an error from after parsing (an empty program): both marked.
+    auto warn_then_fail = [] {
+        const std::string fd = std::to_string(::open("/dev/null", O_RDONLY));
+        std::exit(run_main({"cocoon", "--seccomp", fd, "--level-prefix", "--seccomp", fd, "true"}));
+    };
+    ASSERT_EXIT(warn_then_fail(), testing::ExitedWithCode(1),
+                "^<4>cocoon: Only the last --seccomp option will take effect\n<3>cocoon: Invalid seccomp data");
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--frobnicate", "--level-prefix"})), testing::ExitedWithCode(1),
+                "^cocoon: Unknown option");
+}
+
+TEST(ParseArgs, OverlaysTakeThePendingSources)
+{
+    Options o = parse_args({"--overlay-src", "/l1", "--overlay-src", "l2", "--overlay", "/up", "/work", "/a",
+                            "--overlay-src", "/l3", "--tmp-overlay", "/b", "--overlay-src", "/l4", "--overlay-src",
+                            "/l5", "--ro-overlay", "c", "true"});
+    ASSERT_EQ(o.mounts.size(), 3u);
+    const auto& rw = op<mount::Overlay>(o, 0);
+    EXPECT_EQ(rw.kind, mount::OverlayKind::ReadWrite);
+    EXPECT_EQ(rw.sources, (std::vector<std::string>{"/l1", "l2"}));
+    EXPECT_EQ(rw.upper, "/up");
+    EXPECT_EQ(rw.work, "/work");
+    EXPECT_EQ(rw.dest, "/a");
+    const auto& tmp = op<mount::Overlay>(o, 1);
+    EXPECT_EQ(tmp.kind, mount::OverlayKind::Tmp);
+    EXPECT_EQ(tmp.sources, (std::vector<std::string>{"/l3"}));
+    EXPECT_EQ(tmp.upper, "");
+    EXPECT_EQ(tmp.dest, "/b");
+    const auto& ro = op<mount::Overlay>(o, 2);
+    EXPECT_EQ(ro.kind, mount::OverlayKind::ReadOnly);
+    EXPECT_EQ(ro.sources, (std::vector<std::string>{"/l4", "/l5"}));
+    EXPECT_TRUE(o.next_overlay_srcs.empty());
+    // The destination is normalised like any other.
+    EXPECT_EQ(std::get<mount::Overlay>(plan_for({"--overlay-src", "/l", "--tmp-overlay", "b//c/", "true"}, user_host())
+                                           .mounts.ops.at(0))
+                  .dest,
+              "/b/c");
+}
+
+TEST(ParseArgs, OverlayMisuseUsesBwrapsMessages)
+{
+    const std::string dangling =
+        "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
+    EXPECT_EQ(parse_error({"--overlay-src", "/l", "true"}), dangling);
+    EXPECT_EQ(parse_error({"--overlay-src", "/l", "--chdir", "/", "true"}), dangling);
+    EXPECT_EQ(parse_error({"--overlay-src", "/l", "--perms", "0700", "--tmp-overlay", "/t", "true"}), dangling);
+    EXPECT_EQ(parse_error({"--overlay-src", "/l", "--", "true"}), dangling);
+    auto plan_error = [](std::vector<std::string> args) {
+        try {
+            plan_for(args, user_host());
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_EQ(plan_error({"--tmp-overlay", "/t", "true"}), "--tmp-overlay requires at least one --overlay-src");
+    EXPECT_EQ(plan_error({"--overlay", "/u", "/w", "/t", "true"}), "--overlay requires at least one --overlay-src");
+    EXPECT_EQ(plan_error({"--ro-overlay", "/t", "true"}), "--ro-overlay requires at least two --overlay-src");
+    EXPECT_EQ(plan_error({"--overlay-src", "/l", "--ro-overlay", "/t", "true"}),
+              "--ro-overlay requires at least two --overlay-src");
+    EXPECT_EQ(plan_error({"--overlay-src", "/l", "--tmp-overlay", "/t", "true"}), "");
 }
