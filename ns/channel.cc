@@ -18,13 +18,14 @@ constexpr char kError = 'E';
 constexpr char kStatus = 'S';
 constexpr char kListeners = 'L';
 constexpr char kNamespaces = 'N';
+constexpr char kFirstProcess = 'P';
+constexpr char kOtherProcess = 'O';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
 
-void send_fds(int sock, const std::vector<UniqueFd>& fds)
+void send_fds(int sock, char type, const std::vector<int>& fds)
 {
     for (size_t first = 0; first < fds.size(); first += kMaxFds) {
         size_t n = std::min(kMaxFds, fds.size() - first);
-        char type = kListeners;
         iovec iov{&type, 1};
         alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
         msghdr msg{};
@@ -38,8 +39,8 @@ void send_fds(int sock, const std::vector<UniqueFd>& fds)
         cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
         int* out = reinterpret_cast<int*>(CMSG_DATA(cmsg));
         for (size_t i = 0; i < n; ++i)
-            out[i] = fds[first + i].get();
-        check(::sendmsg(sock, &msg, MSG_NOSIGNAL), "sendmsg(relay listeners)");
+            out[i] = fds[first + i];
+        check(::sendmsg(sock, &msg, MSG_NOSIGNAL), "sendmsg(fds)");
     }
 }
 
@@ -56,7 +57,14 @@ void send_message(int sock, const Message& msg)
 {
     std::string data;
     if (auto* listeners = std::get_if<ListenersMsg>(&msg)) {
-        send_fds(sock, listeners->fds);
+        std::vector<int> fds;
+        for (const UniqueFd& fd : listeners->fds)
+            fds.push_back(fd.get());
+        send_fds(sock, kListeners, fds);
+        return;
+    }
+    if (auto* pidfd = std::get_if<PidfdMsg>(&msg)) {
+        send_fds(sock, pidfd->first_process ? kFirstProcess : kOtherProcess, {pidfd->fd.get()});
         return;
     }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
@@ -98,6 +106,8 @@ std::optional<Message> receive_message(int sock, bool blocking)
             }
         if (buf[0] == kListeners)
             return ListenersMsg{std::move(fds)};
+        if ((buf[0] == kFirstProcess || buf[0] == kOtherProcess) && fds.size() == 1)
+            return PidfdMsg{buf[0] == kFirstProcess, std::move(fds[0])};
         if (buf[0] == kStatus && n == 1 + sizeof(int)) {
             int status;
             std::memcpy(&status, buf + 1, sizeof status);

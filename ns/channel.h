@@ -30,7 +30,14 @@ struct ListenersMsg {
 struct NamespacesMsg {
     std::array<unsigned long long, 6> inodes{};  // kReportedNamespaces order; 0: not new
 };
-using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg>;
+// --userns/--pidns: a pidfd from the helper that joins the namespaces
+// (ns/join.cc), over a channel of its own: the sandbox's first process
+// (first_process), or the extra fork --pidns with --unshare-pid needs, to reap.
+struct PidfdMsg {
+    bool first_process = false;
+    UniqueFd fd;
+};
+using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg, PidfdMsg>;
 
 // bwrap's report names these namespaces, in this order, when they are new.
 struct ReportedNamespace {

@@ -12,10 +12,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <exception>
 #include <fstream>
-#include <tuple>
 #include <utility>
 
 #include "base/sys.h"
@@ -29,50 +27,6 @@ namespace {
 const char* type_name(int nstype)
 {
     return nstype == CLONE_NEWUSER ? "user" : nstype == CLONE_NEWPID ? "PID" : "other";
-}
-
-constexpr char kFirstProcess = 'P'; // the sandbox's first process
-constexpr char kIntermediate = 'I'; // the --pidns fork, to be reaped
-
-// One fd over a socket (SCM_RIGHTS) with a tag byte; best effort, a failure
-// shows as a missing fd.
-void send_fd(int sock, int fd, char tag)
-{
-    char byte = tag;
-    iovec iov { &byte, 1 };
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
-    ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-}
-
-// The next fd send_fd sent, with its tag; an invalid fd at EOF.
-std::pair<char, UniqueFd> receive_fd(int sock)
-{
-    char byte;
-    iovec iov { &byte, 1 };
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n;
-    while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) { }
-    cmsghdr* cmsg = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
-    if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
-        return { 0, UniqueFd() };
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
-    return { byte, UniqueFd(fd) };
 }
 
 // The pid of a pidfd in our own PID namespace's numbering (fdinfo's "Pid:").
@@ -149,7 +103,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
                     // CLONE_PARENT as below; the monitor reaps it by its pidfd.
                     int raw = -1;
                     if (sys::clone3(CLONE_PARENT, &raw) != 0) {
-                        send_fd(pidfd_write.get(), raw, kIntermediate);
+                        send_message(pidfd_write.get(), PidfdMsg{false, UniqueFd(raw)});
                         ::_exit(0);
                     }
                 }
@@ -178,7 +132,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
                 ::_exit(1);
             }
             UniqueFd pidfd(raw);
-            send_fd(pidfd_write.get(), pidfd.get(), kFirstProcess);
+            send_message(pidfd_write.get(), PidfdMsg{true, std::move(pidfd)});
             ::_exit(0);
         } catch (const std::exception& e) {
             send_message(error_sock, ErrorMsg { e.what() });
@@ -189,13 +143,15 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
     JoinedChild out;
     // Until EOF: every sender (helper, intermediate, first process) has
     // closed its end by then.
-    for (auto [tag, fd] = receive_fd(pidfd_read.get()); fd;
-         std::tie(tag, fd) = receive_fd(pidfd_read.get())) {
-        if (tag == kFirstProcess) {
-            out.pidfd = std::move(fd);
+    while (auto msg = receive_message(pidfd_read.get(), true)) {
+        auto* sent = std::get_if<PidfdMsg>(&*msg);
+        if (!sent)
+            continue;
+        if (sent->first_process) {
+            out.pidfd = std::move(sent->fd);
         } else {
             siginfo_t info;
-            while (::waitid(P_PIDFD, static_cast<id_t>(fd.get()), &info, WEXITED) < 0 && errno == EINTR) { }
+            while (::waitid(P_PIDFD, static_cast<id_t>(sent->fd.get()), &info, WEXITED) < 0 && errno == EINTR) { }
         }
     }
     while (::waitpid(helper, nullptr, 0) < 0 && errno == EINTR) { }
