@@ -15,8 +15,7 @@
 
 namespace cocoon::sys {
 
-int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
-                mode_t mode, UniqueFd& out)
+int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode, UniqueFd& out)
 {
     open_how how{};
     how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
@@ -34,8 +33,7 @@ int try_openat2(int dirfd, const std::string& path, int flags, unsigned long lon
     }
 }
 
-UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
-                 mode_t mode)
+UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode)
 {
     UniqueFd fd;
     int err = try_openat2(dirfd, path, flags, resolve, mode, fd);
@@ -95,4 +93,4 @@ std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& c
     }
 }
 
-} // namespace cocoon::sys
+}  // namespace cocoon::sys

@@ -13,10 +13,8 @@ namespace cocoon::sys {
 
 // openat2(2). Returns the fd, or -errno when the call failed with an errno in
 // `expected` style: callers that treat ENOENT as a value use try_openat2.
-UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
-                 mode_t mode = 0);
-int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve,
-                mode_t mode, UniqueFd& out);
+UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode = 0);
+int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode, UniqueFd& out);
 
 void pivot_root(const char* new_root, const char* put_old);
 
@@ -33,4 +31,4 @@ void write_file(const std::string& path, const std::string& data, int dirfd = AT
 // max_bytes, so a caller that passes /dev/zero gets an error, not an OOM.
 std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context);
 
-} // namespace cocoon::sys
+}  // namespace cocoon::sys

@@ -10,4 +10,4 @@ SysError::SysError(int err, const std::string& context)
 {
 }
 
-} // namespace cocoon
+}  // namespace cocoon

@@ -32,4 +32,4 @@ inline long check(long result, const std::string& context)
     return result;
 }
 
-} // namespace cocoon
+}  // namespace cocoon

@@ -44,4 +44,4 @@ private:
     int m_fd = -1;
 };
 
-} // namespace cocoon
+}  // namespace cocoon

@@ -99,8 +99,8 @@ UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir, mode
 }
 
 // A new, detached superblock mount of fstype (tmpfs, proc, devpts, mqueue, overlay).
-UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params,
-                   unsigned attrs, const std::string& dest)
+UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params, unsigned attrs,
+                   const std::string& dest)
 {
     std::string what = std::string("Can't mount ") + fstype + " on " + dest;
     UniqueFd fs(::fsopen(fstype, FSOPEN_CLOEXEC));
@@ -147,8 +147,8 @@ void cover_proc(int root, const std::string& dest)
         if (sys::try_openat2(root, path, O_PATH, kInRoot, 0, target) == -ENOENT)
             continue;
         std::string what = "Can't remount " + path + " read-only";
-        UniqueFd tree(::open_tree(target.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                                       AT_RECURSIVE | AT_EMPTY_PATH));
+        UniqueFd tree(
+            ::open_tree(target.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
         if (!tree)
             throw SysError(errno, what);
         set_attrs(tree.get(), AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
@@ -226,7 +226,7 @@ UniqueFd open_layer(const std::string& path, const std::string& option)
 
 uint64_t mount_id(int fd, const std::string& what)
 {
-    struct statx stx{};
+    struct statx stx {};
     check(::statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), what);
     return stx.stx_mnt_id;
 }
@@ -282,9 +282,9 @@ void copy_data(int from, int to, const Data& d)
 struct Applier {
     int root;
     std::optional<UniqueFd>* source;  // the pre-opened source of the current op
-    std::vector<UniqueFd>* layers;    // an overlay op's pre-opened directories
-    int data_dir;                     // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
-    size_t index;                     // the op's position, for unique names in data_dir
+    std::vector<UniqueFd>* layers;  // an overlay op's pre-opened directories
+    int data_dir;  // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
+    size_t index;  // the op's position, for unique names in data_dir
 
     void operator()(const Bind& b) const
     {
@@ -319,8 +319,8 @@ struct Applier {
             // Like bwrap: an existing file is overwritten and keeps its mode.
             // O_NONBLOCK: a FIFO at dest fails instead of hanging the setup.
             UniqueFd file;
-            int err = sys::try_openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK,
-                                       kInRoot, d.mode, file);
+            int err = sys::try_openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, kInRoot,
+                                       d.mode, file);
             if (err < 0)
                 throw SysError(-err, "Can't create file " + d.dest);
             copy_data(d.fd, file.get(), d);
@@ -405,8 +405,8 @@ struct Applier {
     void operator()(const Devpts& d) const
     {
         UniqueFd target = ensure_dir(root, d.dest, 0755);
-        UniqueFd mnt = new_mount("devpts", {{"ptmxmode", "0666"}, {"mode", "620"}},
-                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, d.dest);
+        UniqueFd mnt =
+            new_mount("devpts", {{"ptmxmode", "0666"}, {"mode", "620"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, d.dest);
         attach(mnt.get(), target.get(), "Can't mount devpts on " + d.dest);
     }
     void operator()(const Dir& d) const { ensure_dir(root, d.dest, d.mode, d.parent_mode); }
@@ -431,7 +431,7 @@ struct Applier {
     }
 };
 
-} // namespace
+}  // namespace
 
 void apply(const Plan& plan)
 {
@@ -503,4 +503,4 @@ void apply(const Plan& plan)
             ::close(use->fd);
 }
 
-} // namespace cocoon::mount
+}  // namespace cocoon::mount

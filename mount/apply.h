@@ -10,4 +10,4 @@ namespace cocoon::mount {
 // it the process's root and detaches the old one. Throws SysError/UsageError.
 void apply(const Plan& plan);
 
-} // namespace cocoon::mount
+}  // namespace cocoon::mount

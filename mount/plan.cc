@@ -96,9 +96,9 @@ void expand_dev(const std::string& dest, const std::optional<std::string>& conso
     out.push_back(Tmpfs{dest, kDirMode});
     for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
         out.push_back(Bind{std::string("/dev/") + node, join(dest, node), BindKind::Dev, false});
-    const char* links[][2] = {{"/proc/self/fd", "fd"},     {"/proc/self/fd/0", "stdin"},
+    const char* links[][2] = {{"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
                               {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
-                              {"/proc/kcore", "core"},     {"pts/ptmx", "ptmx"}};
+                              {"/proc/kcore", "core"},       {"pts/ptmx", "ptmx"}};
     for (auto& [target, name] : links)
         out.push_back(Symlink{target, join(dest, name)});
     out.push_back(Dir{join(dest, "shm"), kDirMode});
@@ -109,7 +109,7 @@ void expand_dev(const std::string& dest, const std::optional<std::string>& conso
         out.push_back(Bind{*console, join(dest, "console"), BindKind::Dev, false});
 }
 
-} // namespace
+}  // namespace
 
 Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& console)
 {
@@ -127,8 +127,8 @@ Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& con
         if (auto* o = std::get_if<Overlay>(&op)) {
             size_t need = o->kind == OverlayKind::ReadOnly ? 2 : 1;
             if (o->sources.size() < need)
-                throw UsageError(std::string(option_of(o->kind)) + " requires at least " +
-                                 (need == 1 ? "one" : "two") + " --overlay-src");
+                throw UsageError(std::string(option_of(o->kind)) + " requires at least " + (need == 1 ? "one" : "two") +
+                                 " --overlay-src");
         }
         std::visit([](auto& o) { o.dest = normalize_dest(o.dest); }, op);
         if (auto* dev = std::get_if<Dev>(&op))
@@ -139,4 +139,4 @@ Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& con
     return plan;
 }
 
-} // namespace cocoon::mount
+}  // namespace cocoon::mount

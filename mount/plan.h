@@ -14,7 +14,7 @@ namespace cocoon::mount {
 enum class BindKind { ReadWrite, ReadOnly, Dev };
 
 // Modes as bwrap sets them when no --perms comes first.
-constexpr mode_t kDirMode = 0755;   // --dir, --tmpfs, missing parents
+constexpr mode_t kDirMode = 0755;  // --dir, --tmpfs, missing parents
 constexpr mode_t kFileMode = 0666;  // --file
 constexpr mode_t kDataMode = 0600;  // --bind-data, --ro-bind-data
 
@@ -29,7 +29,7 @@ struct Bind {
     std::string dest;
     BindKind kind = BindKind::ReadWrite;
     bool optional = false;  // the -try forms: a missing source is skipped
-    int fd = -1;            // --bind-fd/--ro-bind-fd: the source is this open fd, not `source`
+    int fd = -1;  // --bind-fd/--ro-bind-fd: the source is this open fd, not `source`
 };
 struct Tmpfs {
     std::string dest;
@@ -85,8 +85,8 @@ enum class OverlayKind { ReadWrite, Tmp, ReadOnly };
 const char* option_of(OverlayKind kind);
 struct Overlay {
     std::vector<std::string> sources;  // command-line order: the last one is the topmost layer
-    std::string upper;                 // --overlay RWSRC (host path); else empty
-    std::string work;                  // --overlay WORKDIR (host path); else empty
+    std::string upper;  // --overlay RWSRC (host path); else empty
+    std::string work;  // --overlay WORKDIR (host path); else empty
     std::string dest;
     OverlayKind kind = OverlayKind::Tmp;
 };
@@ -119,4 +119,4 @@ std::string normalize_dest(const std::string& path);
 // each --dev binds at DEST/console, as bwrap does; nullopt for none.
 Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& console = std::nullopt);
 
-} // namespace cocoon::mount
+}  // namespace cocoon::mount

@@ -32,7 +32,7 @@ UniqueFd listen_on(int family, const sockaddr* addr, socklen_t len, uint16_t por
     return fd;
 }
 
-} // namespace
+}  // namespace
 
 std::vector<UniqueFd> listen_loopback(uint16_t port)
 {
@@ -53,4 +53,4 @@ std::vector<UniqueFd> listen_loopback(uint16_t port)
     return fds;
 }
 
-} // namespace cocoon::net
+}  // namespace cocoon::net

@@ -13,4 +13,4 @@ namespace cocoon::net {
 // kernel has IPv6, [::1]:port (IPV6_V6ONLY). Throws SysError naming the port.
 std::vector<UniqueFd> listen_loopback(uint16_t port);
 
-} // namespace cocoon::net
+}  // namespace cocoon::net

@@ -32,16 +32,25 @@ using Link = std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_put>>;
 {
     int e = EIO;
     switch (-err) {
-    case NLE_PERM: e = EPERM; break;
-    case NLE_NOACCESS: e = EACCES; break;
-    case NLE_OBJ_NOTFOUND: e = ENODEV; break;
-    case NLE_NOMEM: e = ENOMEM; break;
-    default: break;
+    case NLE_PERM:
+        e = EPERM;
+        break;
+    case NLE_NOACCESS:
+        e = EACCES;
+        break;
+    case NLE_OBJ_NOTFOUND:
+        e = ENODEV;
+        break;
+    case NLE_NOMEM:
+        e = ENOMEM;
+        break;
+    default:
+        break;
     }
     throw SysError(e, what + " (" + nl_geterror(err) + ")");
 }
 
-} // namespace
+}  // namespace
 
 void loopback_up_netlink()
 {
@@ -104,7 +113,8 @@ void loopback_up()
         }
     }
     if (!loopback_is_up())
-        throw SysError(ENETDOWN, "lo is not up after setup" + (netlink_error.empty() ? "" : " (" + netlink_error + ")"));
+        throw SysError(ENETDOWN,
+                       "lo is not up after setup" + (netlink_error.empty() ? "" : " (" + netlink_error + ")"));
 }
 
-} // namespace cocoon::net
+}  // namespace cocoon::net

@@ -18,4 +18,4 @@ void loopback_up_ioctl();
 // True when lo is up and running.
 bool loopback_is_up();
 
-} // namespace cocoon::net
+}  // namespace cocoon::net

@@ -68,4 +68,4 @@ void apply_caps(CapSet keep, bool ambient)
                 check(cap_set_ambient(static_cast<cap_value_t>(cap), CAP_SET), "Can't raise ambient capability");
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -12,7 +12,7 @@ using CapSet = std::uint64_t;  // bit N = capability N
 constexpr CapSet kAllCaps = ~CapSet{0};
 
 struct CapOp {
-    bool add;      // --cap-add, else --cap-drop
+    bool add;  // --cap-add, else --cap-drop
     std::string name;  // "ALL", "CAP_NET_ADMIN" or "net_admin"
 };
 
@@ -29,4 +29,4 @@ int parse_cap(const std::string& name);
 // Needs CAP_SETPCAP (held by the namespace's creator or root).
 void apply_caps(CapSet keep, bool ambient);
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -44,14 +44,14 @@ void send_fds(int sock, char type, const std::vector<int>& fds)
     }
 }
 
-} // namespace
+}  // namespace
 
 const std::array<ReportedNamespace, 6> kReportedNamespaces = {{{CLONE_NEWCGROUP, "cgroup"},
-                                                                {CLONE_NEWIPC, "ipc"},
-                                                                {CLONE_NEWNS, "mnt"},
-                                                                {CLONE_NEWNET, "net"},
-                                                                {CLONE_NEWPID, "pid"},
-                                                                {CLONE_NEWUTS, "uts"}}};
+                                                               {CLONE_NEWIPC, "ipc"},
+                                                               {CLONE_NEWNS, "mnt"},
+                                                               {CLONE_NEWNET, "net"},
+                                                               {CLONE_NEWPID, "pid"},
+                                                               {CLONE_NEWUTS, "uts"}}};
 
 void send_message(int sock, const Message& msg)
 {
@@ -124,4 +124,4 @@ std::optional<Message> receive_message(int sock, bool blocking)
     }
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

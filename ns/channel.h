@@ -54,4 +54,4 @@ void send_message(int sock, const Message& msg);
 // queued on a non-blocking read.
 std::optional<Message> receive_message(int sock, bool blocking);
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -16,7 +16,7 @@ void unset_env(std::vector<std::string>& env, const std::string& name)
     std::erase_if(env, [&](const std::string& e) { return has_name(e, name); });
 }
 
-} // namespace
+}  // namespace
 
 std::optional<std::string> get_env(const std::vector<std::string>& env, const std::string& name)
 {
@@ -46,4 +46,4 @@ std::vector<std::string> build_env(const std::vector<std::string>& base, const s
     return env;
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -27,4 +27,4 @@ std::optional<std::string> get_env(const std::vector<std::string>& env, const st
 // Sets NAME=VALUE in env, replacing an existing entry of that name.
 void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value);
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

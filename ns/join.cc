@@ -44,7 +44,7 @@ std::string named(const std::string& option, int fd)
     return option + " " + std::to_string(fd);
 }
 
-} // namespace
+}  // namespace
 
 void check_namespace_fd(int fd, int nstype, const std::string& option)
 {
@@ -74,8 +74,8 @@ void join_namespace(int fd, int nstype, const std::string& option)
     throw SysError(err, "Joining " + named(option, fd) + " failed" + hint);
 }
 
-JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
-    const std::function<void()>& in_helper, const std::function<void()>& child)
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, const std::function<void()>& in_helper,
+                                       const std::function<void()>& child)
 {
     int sv[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
@@ -120,11 +120,10 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
                 // The kernel nests a PID namespace only under one whose owner
                 // is our user namespace or an ancestor of it.
                 bool nested = plan.pidns_fd >= 0 && (flags & CLONE_NEWPID) && e.code() == EINVAL;
-                throw SysError(e.code(),
-                    "Creating new namespace failed"
-                        + (nested ? " (--unshare-pid inside " + named("--pidns", plan.pidns_fd)
-                                    + " needs --userns with that namespace's owner)"
-                                  : std::string()));
+                throw SysError(e.code(), "Creating new namespace failed" +
+                                             (nested ? " (--unshare-pid inside " + named("--pidns", plan.pidns_fd) +
+                                                           " needs --userns with that namespace's owner)"
+                                                     : std::string()));
             }
             if (pid == 0) {
                 pidfd_write.reset();
@@ -135,7 +134,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
             send_message(pidfd_write.get(), PidfdMsg{true, std::move(pidfd)});
             ::_exit(0);
         } catch (const std::exception& e) {
-            send_message(error_sock, ErrorMsg { e.what() });
+            send_message(error_sock, ErrorMsg{e.what()});
             ::_exit(1);
         }
     }
@@ -151,13 +150,13 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
             out.pidfd = std::move(sent->fd);
         } else {
             siginfo_t info;
-            while (::waitid(P_PIDFD, static_cast<id_t>(sent->fd.get()), &info, WEXITED) < 0 && errno == EINTR) { }
+            while (::waitid(P_PIDFD, static_cast<id_t>(sent->fd.get()), &info, WEXITED) < 0 && errno == EINTR) {}
         }
     }
-    while (::waitpid(helper, nullptr, 0) < 0 && errno == EINTR) { }
+    while (::waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {}
     if (out.pidfd)
         out.pid = pid_of(out.pidfd.get());
     return out;
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

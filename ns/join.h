@@ -24,7 +24,7 @@ void join_namespace(int fd, int nstype, const std::string& option);
 // The sandbox's first process as the monitor sees it.
 struct JoinedChild {
     pid_t pid = -1;
-    UniqueFd pidfd; // invalid after a failure whose ErrorMsg went to error_sock
+    UniqueFd pidfd;  // invalid after a failure whose ErrorMsg went to error_sock
 };
 
 // Starts the sandbox's first process inside the joined namespaces
@@ -32,7 +32,7 @@ struct JoinedChild {
 // process is cocoon's own child (CLONE_PARENT), so the monitor waits for it
 // as usual. In the helper, `in_helper` runs first (it drops the monitor's
 // fds); in the first process, `child` runs and must not return.
-JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock,
-    const std::function<void()>& in_helper, const std::function<void()>& child);
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, const std::function<void()>& in_helper,
+                                       const std::function<void()>& child);
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -125,8 +125,7 @@ void wait_for_fd(int fd, const char* option)
         if (errno != EINTR)
             throw SysError(errno, std::string(option) + " " + std::to_string(fd));
     char byte;
-    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
-    }
+    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {}
     ::close(fd);
 }
 
@@ -141,7 +140,7 @@ std::vector<UniqueFd> take_locks(const LaunchPlan& plan)
         UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
         if (!fd)
             throw SysError(errno, "Unable to open lock file " + dest);
-        struct flock lock{};
+        struct flock lock {};
         lock.l_type = F_RDLCK;
         lock.l_whence = SEEK_SET;
         if (::fcntl(fd.get(), F_SETLK, &lock) < 0)
@@ -372,13 +371,13 @@ UniqueFd watch_parent()
     return fd;
 }
 
-} // namespace
+}  // namespace
 
 int launch(const LaunchPlan& in)
 {
     LaunchPlan plan = in;
-    plan.terminal_foreground = plan.forward_signals && ::isatty(STDIN_FILENO) &&
-                               ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+    plan.terminal_foreground =
+        plan.forward_signals && ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
     UniqueFd parent = plan.die_with_parent ? watch_parent() : UniqueFd();
     plan.cpu_affinity = pin_to_current_cpu();
 
@@ -461,4 +460,4 @@ int launch(const LaunchPlan& in)
     return code;
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

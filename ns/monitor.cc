@@ -81,7 +81,7 @@ void arm(int timer, double seconds)
     check(::timerfd_settime(timer, 0, &spec, nullptr), "timerfd_settime");
 }
 
-} // namespace
+}  // namespace
 
 sigset_t monitor_signals(const LaunchPlan& plan)
 {
@@ -137,8 +137,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                 write_all(plan.info_fd, namespace_report(pid, *ns, true));
             if (plan.json_status_fd >= 0)
                 write_all(plan.json_status_fd, namespace_report(pid, *ns, false));
-        } else if (std::holds_alternative<ListenersMsg>(msg) && relays &&
-                   listeners_received < plan.relays.size()) {
+        } else if (std::holds_alternative<ListenersMsg>(msg) && relays && listeners_received < plan.relays.size()) {
             // One message per --relay, in command-line order.
             const std::string& socket = plan.relays[listeners_received++].socket;
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
@@ -147,9 +146,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     };
 
     enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kCount };
-    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},   {pidfd, POLLIN, 0},  {sfd.get(), POLLIN, 0},
-                          {timer.get(), POLLIN, 0},  {parent.get(), POLLIN, 0},
-                          {relays ? relays->epoll_fd() : -1, POLLIN, 0}};
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},   {pidfd, POLLIN, 0},
+                          {sfd.get(), POLLIN, 0},    {timer.get(), POLLIN, 0},
+                          {parent.get(), POLLIN, 0}, {relays ? relays->epoll_fd() : -1, POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -206,8 +205,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     if (error)
         throw std::runtime_error(*error);
 
-    int status = command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
-                                                                    : info.si_status & 0x7f);
+    int status =
+        command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f);
     reaper::ExitStatus exit = reaper::exit_status(status);
     if (plan.json_status_fd >= 0) {
         std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
@@ -218,4 +217,4 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     return exit.code;
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

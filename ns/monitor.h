@@ -21,4 +21,4 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // --die-with-parent, else invalid.
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent);
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -23,4 +23,4 @@ void write_id_maps(uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t 
                     proc_dir);
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

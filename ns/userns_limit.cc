@@ -57,4 +57,4 @@ void assert_user_namespaces_disabled()
         throw UsageError("creation of new user namespaces was not disabled as requested");
 }
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

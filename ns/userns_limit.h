@@ -21,4 +21,4 @@ void enter_nested_user_namespace(int proc_dir);
 // if that works. Any failure counts as "disabled", as with bwrap.
 void assert_user_namespaces_disabled();
 
-} // namespace cocoon::ns
+}  // namespace cocoon::ns

@@ -67,4 +67,4 @@ int run(pid_t command, bool forward)
     }
 }
 
-} // namespace cocoon::reaper
+}  // namespace cocoon::reaper

@@ -23,4 +23,4 @@ int run(pid_t command, bool forward);
 // SIGUSR1, SIGUSR2, SIGWINCH.
 sigset_t forwarded_signals();
 
-} // namespace cocoon::reaper
+}  // namespace cocoon::reaper

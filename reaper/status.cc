@@ -19,4 +19,4 @@ int exit_code(int wait_status)
     return exit_status(wait_status).code;
 }
 
-} // namespace cocoon::reaper
+}  // namespace cocoon::reaper

@@ -4,7 +4,7 @@
 namespace cocoon::reaper {
 
 struct ExitStatus {
-    int code;    // the command's exit code, or 128+N if signal N killed it
+    int code;  // the command's exit code, or 128+N if signal N killed it
     int signal;  // N, or 0 when the command exited by itself
 };
 
@@ -13,4 +13,4 @@ ExitStatus exit_status(int wait_status);
 // exit_status(wait_status).code.
 int exit_code(int wait_status);
 
-} // namespace cocoon::reaper
+}  // namespace cocoon::reaper

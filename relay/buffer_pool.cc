@@ -69,4 +69,4 @@ void PipePool::discard(Pipe pipe)
         --m_lent;
 }
 
-} // namespace cocoon::relay
+}  // namespace cocoon::relay

@@ -79,4 +79,4 @@ private:
     std::vector<Pipe> m_spare;
 };
 
-} // namespace cocoon::relay
+}  // namespace cocoon::relay

@@ -32,10 +32,9 @@ namespace {
 // connections get their turn: a fast stream cannot starve the rest of the loop.
 constexpr int kCallBudget = 16;
 
-} // namespace
+}  // namespace
 
-Connection::Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener)
-    : m_listener(listener)
+Connection::Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener) : m_listener(listener)
 {
     m_end[index(Side::Tcp)].fd = std::move(tcp);
     m_end[index(Side::Unix)].fd = std::move(unix_socket);
@@ -88,16 +87,14 @@ Outcome Connection::on_event(Side side, uint32_t events, const Pumps& pumps)
 // Drains the buffer into dst and refills it from src until neither can move or the budget is
 // spent. Bytes leave the buffer in the order they came, each exactly once: `head` only grows by
 // what send took, `size` only by what recv gave.
-Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done,
-                                    BufferPool& buffers)
+Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers)
 {
     const size_t capacity = buffers.buffer_size();
     for (int budget = kCallBudget; budget > 0;) {
         bool moved = false;
         if (dir.size > 0 && dst.writable) {
             --budget;
-            ssize_t n
-                = ::send(dst.fd.get(), dir.buffer.get() + dir.head, dir.size, MSG_NOSIGNAL | MSG_DONTWAIT);
+            ssize_t n = ::send(dst.fd.get(), dir.buffer.get() + dir.head, dir.size, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n > 0) {
                 dir.head += static_cast<size_t>(n);
                 dir.size -= static_cast<size_t>(n);
@@ -162,8 +159,7 @@ Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst
 }
 
 // The same through a pipe: splice(2) src -> pipe -> dst. `size` counts the bytes in the pipe.
-Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done,
-                                      PipePool& pipes)
+Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, PipePool& pipes)
 {
     constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
     for (int budget = kCallBudget; budget > 0;) {
@@ -256,4 +252,4 @@ void Connection::release(const Pumps& pumps)
     }
 }
 
-} // namespace cocoon::relay
+}  // namespace cocoon::relay

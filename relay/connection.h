@@ -14,11 +14,11 @@ enum class Side : uint8_t { Tcp = 0, Unix = 1 };
 
 // What the relay does with a connection after handling an event.
 enum class Outcome {
-    Open,     // waiting for the next readiness edge
-    Busy,     // a pump used its budget with work left: ask epoll to report the fds again
+    Open,  // waiting for the next readiness edge
+    Busy,  // a pump used its budget with work left: ask epoll to report the fds again
     Starved,  // a direction has bytes to read but every buffer or pipe is lent: see starving()
-    Done,     // both directions delivered their EOF: close both sockets
-    Reset,    // a reset or an error on either side: abort both
+    Done,  // both directions delivered their EOF: close both sockets
+    Reset,  // a reset or an error on either side: abort both
 };
 
 // How the two directions move bytes, and where they borrow what they move them through.
@@ -89,4 +89,4 @@ private:
     unsigned m_starving = 0;
 };
 
-} // namespace cocoon::relay
+}  // namespace cocoon::relay

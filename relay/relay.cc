@@ -63,7 +63,10 @@ constexpr int kSideShift = 61;
 constexpr uint32_t kGenerationMask = (1u << 29) - 1;
 constexpr uint32_t kConnectionEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
-uint64_t listener_token(uint32_t index) { return kListenerKind << kKindShift | index; }
+uint64_t listener_token(uint32_t index)
+{
+    return kListenerKind << kKindShift | index;
+}
 
 uint64_t connection_token(uint32_t index, uint32_t generation, Side side)
 {
@@ -71,14 +74,26 @@ uint64_t connection_token(uint32_t index, uint32_t generation, Side side)
            uint64_t{generation & kGenerationMask} << 32 | index;
 }
 
-std::string error_text(const char* call, int err) { return std::string(call) + ": " + std::strerror(err); }
+std::string error_text(const char* call, int err)
+{
+    return std::string(call) + ": " + std::strerror(err);
+}
 
 // accept4 errors that belong to the one connection being accepted (see accept(2)).
 bool connection_error(int err)
 {
     switch (err) {
-    case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN: case ENOPROTOOPT: case EHOSTDOWN:
-    case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH: case EINTR:
+    case ECONNABORTED:
+    case EPROTO:
+    case EPERM:
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case EINTR:
         return true;
     default:
         return false;
@@ -145,7 +160,7 @@ size_t max_lent_buffers(const RelayOptions& options)
     return std::max<size_t>(1, (options.max_in_flight - in_pipes) / options.buffer_size);
 }
 
-} // namespace
+}  // namespace
 
 size_t Relay::connections_within(size_t fds, size_t reserve, const RelayOptions& options)
 {
@@ -154,29 +169,42 @@ size_t Relay::connections_within(size_t fds, size_t reserve, const RelayOptions&
 }
 
 Relay::Relay(RelayOptions options)
-    : m_options(std::move(options))
-    , m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")))
-    , m_timer(static_cast<int>(
-          check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")))
+    : m_options(std::move(options)), m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1"))),
+      m_timer(static_cast<int>(check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")))
 {
     if (m_options.buffer_size == 0 || m_options.pipe_size == 0 || m_options.max_connections == 0)
         throw UsageError("relay: buffer_size, pipe_size and max_connections must be positive");
     m_buffers = std::make_unique<BufferPool>(m_options.buffer_size, max_lent_buffers(m_options),
-        std::max<size_t>(1, kMaxSpareBytes / m_options.buffer_size));
-    m_pipes = std::make_unique<PipePool>(m_options.pipe_size, std::max<size_t>(1, max_lent_pipes(m_options)),
-        kMaxSparePipes);
+                                             std::max<size_t>(1, kMaxSpareBytes / m_options.buffer_size));
+    m_pipes =
+        std::make_unique<PipePool>(m_options.pipe_size, std::max<size_t>(1, max_lent_pipes(m_options)), kMaxSparePipes);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTimerKind << kKindShift;
     check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, m_timer.get(), &ev), "epoll_ctl(ADD, relay timer)");
 }
 
-Relay::~Relay() { close_all(); }
+Relay::~Relay()
+{
+    close_all();
+}
 
-size_t Relay::spare_buffer_count() const { return m_buffers->spare(); }
-size_t Relay::spare_pipe_count() const { return m_pipes->spare(); }
-size_t Relay::lent_buffer_count() const { return m_buffers->lent(); }
-size_t Relay::lent_pipe_count() const { return m_pipes->lent(); }
+size_t Relay::spare_buffer_count() const
+{
+    return m_buffers->spare();
+}
+size_t Relay::spare_pipe_count() const
+{
+    return m_pipes->spare();
+}
+size_t Relay::lent_buffer_count() const
+{
+    return m_buffers->lent();
+}
+size_t Relay::lent_pipe_count() const
+{
+    return m_pipes->lent();
+}
 
 void Relay::add_listener(UniqueFd listener, std::string unix_path)
 {
@@ -189,8 +217,8 @@ void Relay::add_listener(UniqueFd listener, std::string unix_path)
         throw UsageError("relay: fd " + std::to_string(fd) + " is not a listening TCP socket");
     auto entry = std::make_unique<Listener>();
     if (unix_path.empty() || unix_path.size() >= sizeof entry->target.sun_path)
-        throw UsageError("relay: socket path must have 1 to " +
-                         std::to_string(sizeof entry->target.sun_path - 1) + " bytes: " + unix_path);
+        throw UsageError("relay: socket path must have 1 to " + std::to_string(sizeof entry->target.sun_path - 1) +
+                         " bytes: " + unix_path);
     // accept4 must never block the monitor, and the fd must not reach anything cocoon executes.
     int flags = static_cast<int>(check(::fcntl(fd, F_GETFL), "fcntl(relay listener, F_GETFL)"));
     check(::fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(relay listener, F_SETFL)");
@@ -228,16 +256,26 @@ void Relay::run_once(int timeout_ms)
     for (int i = 0; i < n; ++i) {
         const uint64_t token = events[i].data.u64;
         switch (token >> kKindShift) {
-        case kTimerKind: on_timer(); break;
-        case kListenerKind: on_listener(static_cast<uint32_t>(token)); break;
-        case kConnectionKind: on_connection(token, events[i].events); break;
-        default: break;
+        case kTimerKind:
+            on_timer();
+            break;
+        case kListenerKind:
+            on_listener(static_cast<uint32_t>(token));
+            break;
+        case kConnectionKind:
+            on_connection(token, events[i].events);
+            break;
+        default:
+            break;
         }
     }
     retry_starved();
 }
 
-Pumps Relay::pumps() { return {*m_buffers, *m_pipes, m_options.splice_upload}; }
+Pumps Relay::pumps()
+{
+    return {*m_buffers, *m_pipes, m_options.splice_upload};
+}
 
 // Gives the connections that found no buffer (or pipe) another turn, oldest first, while one
 // can be lent. One that starves again goes to the back; the others keep waiting without a call.
@@ -283,8 +321,8 @@ void Relay::on_listener(uint32_t index)
                 continue;
             // Out of fds or memory (or something unexpected): the connection stays in the backlog
             // and the listener is not watched for a while, so the loop does not spin on it.
-            report(listener, error_text("accept4", err) + "; pausing " +
-                                 std::to_string(m_options.accept_pause.count()) + " ms");
+            report(listener,
+                   error_text("accept4", err) + "; pausing " + std::to_string(m_options.accept_pause.count()) + " ms");
             pause(listener, Clock::now());
             return;
         }
@@ -298,8 +336,8 @@ bool Relay::make_spare_unix(Listener& listener)
     if (m_spare_unix)
         return true;
     const int err = errno;
-    report(listener, error_text("socket(AF_UNIX)", err) + "; pausing " +
-                         std::to_string(m_options.accept_pause.count()) + " ms");
+    report(listener,
+           error_text("socket(AF_UNIX)", err) + "; pausing " + std::to_string(m_options.accept_pause.count()) + " ms");
     pause(listener, Clock::now());
     return false;
 }
@@ -311,8 +349,7 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
     // monitor's mount namespace: the sandbox neither names it nor sees it.
     // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
     // EAGAIN, never EINPROGRESS. Any failure closes this client only; the next one tries again.
-    if (::connect(unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target),
-                  listener.target_len) < 0) {
+    if (::connect(unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target), listener.target_len) < 0) {
         const int err = errno;
         reset_tcp(tcp);
         report(listener, error_text("connect", err));
@@ -439,8 +476,7 @@ void Relay::sync_listeners(Clock::time_point now)
         epoll_event ev{};
         ev.events = want ? uint32_t{EPOLLIN} : 0u;
         ev.data.u64 = listener_token(i);
-        check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, listener.fd.get(), &ev),
-            "epoll_ctl(MOD, relay listener)");
+        check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, listener.fd.get(), &ev), "epoll_ctl(MOD, relay listener)");
         listener.watched = want;
     }
 }
@@ -551,4 +587,4 @@ void Relay::close_all()
     m_timer_armed = false;
 }
 
-} // namespace cocoon::relay
+}  // namespace cocoon::relay

@@ -146,4 +146,4 @@ private:
     std::atomic<size_t> m_connection_count{0};
 };
 
-} // namespace cocoon::relay
+}  // namespace cocoon::relay

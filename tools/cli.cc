@@ -241,8 +241,8 @@ const std::vector<Spec>& specs()
         {"args", "FD", "Parse NUL-separated arguments from FD", [](Options&, const V&) {}},
         {"unshare-all", "", "Unshare every namespace (user and cgroup if possible)",
          [](Options& o, const V&) {
-             o.unshare_user_try = o.unshare_pid = o.unshare_net = o.unshare_ipc = o.unshare_uts =
-                 o.unshare_cgroup_try = true;
+             o.unshare_user_try = o.unshare_pid = o.unshare_net = o.unshare_ipc = o.unshare_uts = o.unshare_cgroup_try =
+                 true;
          }},
         {"share-net", "", "Keep the host's network namespace", [](Options& o, const V&) { o.unshare_net = false; }},
         {"unshare-user", "", "Create a new user namespace (implied when not root)", flag(&Options::unshare_user)},
@@ -263,7 +263,9 @@ const std::vector<Spec>& specs()
         {"clearenv", "", "Unset all environment variables",
          [](Options& o, const V&) { o.env.push_back(ns::ClearEnv{}); }},
         {"setenv", "VAR VALUE", "Set an environment variable",
-         [](Options& o, const V& a) { o.env.push_back(ns::SetEnv{a[0], a[1]}); }},
+         [](Options& o, const V& a) {
+             o.env.push_back(ns::SetEnv{a[0], a[1]});
+         }},
         {"unsetenv", "VAR", "Unset an environment variable",
          [](Options& o, const V& a) { o.env.push_back(ns::UnsetEnv{a[0]}); }},
         {"bind", "SRC DEST", "Bind mount the host path SRC on DEST", bind(BindKind::ReadWrite, false)},
@@ -274,8 +276,10 @@ const std::vector<Spec>& specs()
         {"ro-bind-try", "SRC DEST", "Like --ro-bind, skipped if SRC is missing", bind(BindKind::ReadOnly, true)},
         {"remount-ro", "DEST", "Remount DEST read-only (not recursive)",
          [](Options& o, const V& a) { o.mounts.push_back(mount::RemountRo{a[0]}); }},
-        {"proc", "DEST", "Mount a new procfs on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
-        {"dev", "DEST", "Mount a new /dev on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
+        {"proc", "DEST", "Mount a new procfs on DEST",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
+        {"dev", "DEST", "Mount a new /dev on DEST",
+         [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
         {"bind-fd", "FD DEST", "Bind mount the directory or file open at FD on DEST", bind_fd(BindKind::ReadWrite)},
         {"ro-bind-fd", "FD DEST", "Like --bind-fd, read-only", bind_fd(BindKind::ReadOnly)},
         {"tmpfs", "DEST", "Mount a new tmpfs on DEST",
@@ -291,12 +295,15 @@ const std::vector<Spec>& specs()
              auto [mode, parents] = take_perms(o, mount::kDirMode);
              o.mounts.push_back(mount::Dir{a[0], mode, parents});
          }},
-        {"file", "FD DEST", "Copy from FD to a new file DEST (mode 0666)", data(mount::DataKind::File, mount::kFileMode)},
+        {"file", "FD DEST", "Copy from FD to a new file DEST (mode 0666)",
+         data(mount::DataKind::File, mount::kFileMode)},
         {"bind-data", "FD DEST", "Copy from FD to a file bind-mounted on DEST (mode 0600)",
          data(mount::DataKind::Bind, mount::kDataMode)},
         {"ro-bind-data", "FD DEST", "Like --bind-data, read-only", data(mount::DataKind::RoBind, mount::kDataMode)},
         {"chmod", "OCTAL PATH", "Change the permissions of PATH (must exist)",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Chmod{a[1], parse_mode("--chmod", a[0])}); }},
+         [](Options& o, const V& a) {
+             o.mounts.push_back(mount::Chmod{a[1], parse_mode("--chmod", a[0])});
+         }},
         {"perms", "OCTAL", "Set permissions of the next --bind-data, --ro-bind-data, --file, --dir or --tmpfs",
          [](Options& o, const V& a) {
              if (o.next_perms)
@@ -311,14 +318,17 @@ const std::vector<Spec>& specs()
          }},
         {"overlay-src", "SRC", "Add the host path SRC as a lower layer of the next overlay (the last one given on top)",
          [](Options& o, const V& a) { o.next_overlay_srcs.push_back(a[0]); }},
-        {"overlay", "RWSRC WORKDIR DEST", "Overlay on DEST of the --overlay-src layers; writes go to the host dir RWSRC",
+        {"overlay", "RWSRC WORKDIR DEST",
+         "Overlay on DEST of the --overlay-src layers; writes go to the host dir RWSRC",
          overlay(mount::OverlayKind::ReadWrite)},
         {"tmp-overlay", "DEST", "Overlay on DEST of the --overlay-src layers; writes go to an invisible tmpfs",
          overlay(mount::OverlayKind::Tmp)},
         {"ro-overlay", "DEST", "Read-only overlay on DEST of the (at least two) --overlay-src layers",
          overlay(mount::OverlayKind::ReadOnly)},
         {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Symlink{a[0], a[1]}); }},
+         [](Options& o, const V& a) {
+             o.mounts.push_back(mount::Symlink{a[0], a[1]});
+         }},
         {"argv0", "VALUE", "Run the command with argv[0] set to VALUE",
          [](Options& o, const V& a) {
              if (o.argv0)
@@ -340,7 +350,8 @@ const std::vector<Spec>& specs()
          fd_option(&Options::block_fd, "--block-fd")},
         {"userns-block-fd", "FD", "Wait on FD for the caller to set up the user namespace (needs --info-fd)",
          fd_option(&Options::userns_block_fd, "--userns-block-fd")},
-        {"userns", "FD", "Use the user namespace open at FD instead of creating one", fd_option(&Options::userns_fd, "--userns")},
+        {"userns", "FD", "Use the user namespace open at FD instead of creating one",
+         fd_option(&Options::userns_fd, "--userns")},
         {"userns2", "FD", "After setup, switch into the user namespace open at FD (a descendant of the first)",
          fd_option(&Options::userns2_fd, "--userns2")},
         {"pidns", "FD", "Use the PID namespace open at FD (a new one nested in it with --unshare-pid)",
@@ -363,9 +374,13 @@ const std::vector<Spec>& specs()
         {"file-label", "LABEL", "SELinux label of the sandbox's files (not supported: refused)",
          [](Options&, const V&) { throw UsageError("labeling not supported on this system (--file-label)"); }},
         {"cap-add", "CAP", "Add capability CAP (or ALL)",
-         [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{true, a[0]}); }},
+         [](Options& o, const V& a) {
+             o.caps.push_back(ns::CapOp{true, a[0]});
+         }},
         {"cap-drop", "CAP", "Drop capability CAP (or ALL)",
-         [](Options& o, const V& a) { o.caps.push_back(ns::CapOp{false, a[0]}); }},
+         [](Options& o, const V& a) {
+             o.caps.push_back(ns::CapOp{false, a[0]});
+         }},
     };
     return table;
 }
@@ -378,7 +393,9 @@ const std::vector<Spec>& extension_specs()
         {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
          flag(&Options::forward_signals)},
         {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
-         [](Options& o, const V& a) { o.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]}); }},
+         [](Options& o, const V& a) {
+             o.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
+         }},
         {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
          [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
@@ -409,8 +426,7 @@ const Table& table()
 // How many arguments option `arg` takes; throws for an unknown option.
 unsigned arity(const Table& t, const std::string& arg)
 {
-    const po::option_description* d =
-        arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
+    const po::option_description* d = arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
     if (!d)
         throw UsageError("Unknown option " + arg);
     return d->semantic()->max_tokens();
@@ -460,7 +476,7 @@ std::vector<std::string> read_args_file(const Table& t, const std::string& fd_te
     return words;
 }
 
-} // namespace
+}  // namespace
 
 std::string read_fd(int fd, const std::string& context)
 {
@@ -501,11 +517,11 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
 
     Options o;
     try {
-        po::parsed_options parsed = po::command_line_parser(option_args)
-                                        .options(t.desc)
-                                        .style(po::command_line_style::allow_long |
-                                               po::command_line_style::long_allow_next)
-                                        .run();
+        po::parsed_options parsed =
+            po::command_line_parser(option_args)
+                .options(t.desc)
+                .style(po::command_line_style::allow_long | po::command_line_style::long_allow_next)
+                .run();
         // parsed.options keeps command-line order, which the mount and
         // environment edits depend on.
         for (const po::option& opt : parsed.options) {
@@ -559,4 +575,4 @@ std::string usage(const std::string& prog)
            "\ncocoon's own options (not in bwrap):\n" + list(extension_specs());
 }
 
-} // namespace cocoon::tools
+}  // namespace cocoon::tools

@@ -9,6 +9,7 @@ cocoon_packages=(
   libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev
   googletest libgtest-dev
   util-linux procps bubblewrap curl socat
+  clang-format
 )
 
 cocoon_install() {
@@ -28,4 +29,15 @@ cocoon_install() {
 cocoon_build() {
   cmake -S "$COCOON_ROOT" -B "$COCOON_BUILD" -G Ninja "$@" >/dev/null
   cmake --build "$COCOON_BUILD" -- --quiet
+}
+
+# Fails naming each file that .clang-format would change.
+cocoon_check_format() {
+  local bad=()
+  while IFS= read -r f; do
+    clang-format --dry-run -Werror "$COCOON_ROOT/$f" >/dev/null 2>&1 || bad+=("$f")
+  done < <(git -C "$COCOON_ROOT" ls-files '*.cc' '*.h')
+  [ ${#bad[@]} -eq 0 ] && return 0
+  echo "tools/test: not formatted as .clang-format says (run clang-format -i): ${bad[*]}" >&2
+  return 1
 }

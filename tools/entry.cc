@@ -58,7 +58,7 @@ std::string program_name(int argc, char** argv)
     return std::strcmp(slash ? slash + 1 : argv[0], "bwrap") == 0 ? "bwrap" : "cocoon";
 }
 
-} // namespace
+}  // namespace
 
 int cocoon_main(int argc, char** argv)
 {
@@ -87,8 +87,10 @@ int cocoon_main(int argc, char** argv)
         ns::LaunchPlan plan = make_launch_plan(options, read_host());
         if (level_prefix)
             plan.log_prefix = "<4>";
-        for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"}, {options.json_status_fd, "--json-status-fd"},
-                                {options.sync_fd, "--sync-fd"}, {options.block_fd, "--block-fd"},
+        for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"},
+                                {options.json_status_fd, "--json-status-fd"},
+                                {options.sync_fd, "--sync-fd"},
+                                {options.block_fd, "--block-fd"},
                                 {options.userns_block_fd, "--userns-block-fd"}})
             if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
                 throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
@@ -116,4 +118,4 @@ int cocoon_main(int argc, char** argv)
     }
 }
 
-} // namespace cocoon::tools
+}  // namespace cocoon::tools

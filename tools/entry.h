@@ -7,4 +7,4 @@ namespace cocoon::tools {
 // program's name ("bwrap" when invoked as bwrap, else "cocoon").
 int cocoon_main(int argc, char** argv);
 
-} // namespace cocoon::tools
+}  // namespace cocoon::tools

@@ -21,7 +21,7 @@ namespace cocoon::tools {
 struct SeccompInput {
     std::string option;  // "--seccomp FD" or "--add-seccomp-fd FD", for errors
     int fd = -1;
-    std::string bytes;   // filled by parse_args from the fd
+    std::string bytes;  // filled by parse_args from the fd
 };
 
 struct Options {
@@ -49,18 +49,18 @@ struct Options {
     std::vector<ns::RelayEndpoint> relays;
     int info_fd = -1;
     int json_status_fd = -1;
-    int sync_fd = -1;                     // --sync-fd
-    int block_fd = -1;                    // --block-fd
-    int userns_block_fd = -1;             // --userns-block-fd
-    int userns_fd = -1;                   // --userns: join instead of creating one
-    int userns2_fd = -1;                  // --userns2: switched into after setup
-    int pidns_fd = -1;                    // --pidns: join instead of creating one
+    int sync_fd = -1;  // --sync-fd
+    int block_fd = -1;  // --block-fd
+    int userns_block_fd = -1;  // --userns-block-fd
+    int userns_fd = -1;  // --userns: join instead of creating one
+    int userns2_fd = -1;  // --userns2: switched into after setup
+    int pidns_fd = -1;  // --pidns: join instead of creating one
     std::vector<std::string> lock_files;  // --lock-file, in order
-    std::vector<SeccompInput> seccomp;    // --seccomp (the last one) or every --add-seccomp-fd
-    bool disable_userns = false;          // --disable-userns
+    std::vector<SeccompInput> seccomp;  // --seccomp (the last one) or every --add-seccomp-fd
+    bool disable_userns = false;  // --disable-userns
     bool assert_userns_disabled = false;  // --assert-userns-disabled
-    std::optional<std::string> argv0;     // --argv0
-    bool level_prefix = false;            // --level-prefix
+    std::optional<std::string> argv0;  // --argv0
+    bool level_prefix = false;  // --level-prefix
 
     // Said on stderr, prefixed like errors, when the options are used (bwrap
     // warns about a repeated --seccomp, for one).
@@ -112,4 +112,4 @@ bool level_prefix_requested(const std::vector<std::string>& args);
 // The option table as --help prints it.
 std::string usage(const std::string& prog);
 
-} // namespace cocoon::tools
+}  // namespace cocoon::tools

@@ -78,7 +78,8 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         if (r.socket.empty() || r.socket[0] != '/')
             throw UsageError("--relay " + std::to_string(r.port) + ": SOCKET must be an absolute path: " + r.socket);
         if (r.socket.size() >= sizeof(sockaddr_un::sun_path))
-            throw UsageError("--relay " + std::to_string(r.port) + ": SOCKET path is longer than a Unix socket address allows (" +
+            throw UsageError("--relay " + std::to_string(r.port) +
+                             ": SOCKET path is longer than a Unix socket address allows (" +
                              std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes): " + r.socket);
         for (size_t j = 0; j < i; ++j)
             if (o.relays[j].port == r.port)
@@ -162,4 +163,4 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     return plan;
 }
 
-} // namespace cocoon::tools
+}  // namespace cocoon::tools

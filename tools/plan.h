@@ -16,4 +16,4 @@ ns::LaunchPlan make_launch_plan(const Options& options, const HostFacts& host);
 // BPF_MAXINSNS instructions.
 std::vector<sock_filter> seccomp_program(const SeccompInput& input);
 
-} // namespace cocoon::tools
+}  // namespace cocoon::tools

@@ -37,8 +37,7 @@ protected:
 
     // Exit 1, nothing on stdout, exactly one line on stderr that starts with
     // prefix and names the culprit.
-    static void expect_refused(const Result& r, const std::string& named,
-                               const std::string& prefix = "cocoon: ")
+    static void expect_refused(const Result& r, const std::string& named, const std::string& prefix = "cocoon: ")
     {
         EXPECT_EQ(r.code, 1) << r.err;
         EXPECT_EQ(r.out, "");
@@ -102,10 +101,9 @@ TEST_F(BadInput, CalledAsBwrapSaysBwrap)
     const std::string link = bin / "bwrap";
     ASSERT_EQ(::symlink(cocoon_bin().c_str(), link.c_str()), 0);
 
-    expect_refused(run({link, "--setenv", "COCOON_E2E_MARK", m_marker, "--no-such-option", "true"}),
-                   "--no-such-option", "bwrap: ");
-    expect_refused(run(args({{link}, minimal_root(), {"/nonexistent-cmd", m_marker}})), "/nonexistent-cmd",
+    expect_refused(run({link, "--setenv", "COCOON_E2E_MARK", m_marker, "--no-such-option", "true"}), "--no-such-option",
                    "bwrap: ");
+    expect_refused(run(args({{link}, minimal_root(), {"/nonexistent-cmd", m_marker}})), "/nonexistent-cmd", "bwrap: ");
     // Control: the same binary under its own name says cocoon.
     expect_refused(cocoon({"--no-such-option", "true"}), "--no-such-option", "cocoon: ");
 }
@@ -128,8 +126,8 @@ TEST_F(BadInput, ClosedFdForAnFdOption)
         expect_refused(r, option);
         EXPECT_TRUE(contains(r.err, fd + ": Bad file descriptor")) << r.err;
     }
-    Result r = in_sandbox(args({marked(), {"--unshare-user", "--info-fd", "1", "--userns-block-fd", fd}}),
-                          {"true", m_marker});
+    Result r =
+        in_sandbox(args({marked(), {"--unshare-user", "--info-fd", "1", "--userns-block-fd", fd}}), {"true", m_marker});
     expect_refused(r, "--userns-block-fd " + fd);
 }
 
@@ -140,5 +138,5 @@ TEST_F(BadInput, MissingLockFile)
     expect_refused(r, "Unable to open lock file /data/missing");
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

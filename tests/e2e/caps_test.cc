@@ -52,8 +52,7 @@ TEST(Caps, CommandHasNone)
 {
     // Without a PID namespace the command is cocoon's first process itself;
     // with one it is a child of the reaper. Check both paths.
-    Result host_proc =
-        in_sandbox(args({no_caps(), {"--ro-bind", "/proc", "/proc"}}), {"cat", "/proc/self/status"});
+    Result host_proc = in_sandbox(args({no_caps(), {"--ro-bind", "/proc", "/proc"}}), {"cat", "/proc/self/status"});
     ASSERT_EQ(host_proc.code, 0) << host_proc.err;
     expect_no_caps(host_proc.out, "command without PID namespace");
 
@@ -66,9 +65,8 @@ TEST(Caps, CommandHasNone)
     expect_no_caps(own_proc.out.substr(split), "reaper (PID 1)");
 
     // uid 0 inside a user namespace grants nothing either.
-    Result uid0 =
-        in_sandbox(args({no_caps(), {"--unshare-user", "--uid", "0", "--ro-bind", "/proc", "/proc"}}),
-                   {"cat", "/proc/self/status"});
+    Result uid0 = in_sandbox(args({no_caps(), {"--unshare-user", "--uid", "0", "--ro-bind", "/proc", "/proc"}}),
+                             {"cat", "/proc/self/status"});
     ASSERT_EQ(uid0.code, 0) << uid0.err;
     expect_no_caps(uid0.out, "uid 0 in a user namespace");
 }
@@ -126,5 +124,5 @@ TEST(Caps, CannotUnmountTmpfsOverAHostDirectory)
     }
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

@@ -21,23 +21,22 @@ constexpr const char* kBwrap = "/usr/bin/bwrap";
 
 // Runs `program args...` through /bin/sh so that `redirs` (e.g. "3<file 4<dir")
 // opens the fds the options name; `prelude` runs in that shell first; stdin is `input`.
-Result run_with_fds(const std::string& program, const std::string& redirs,
-    const std::vector<std::string>& options, const std::vector<std::string>& command,
-    const std::string& input, const std::string& prelude)
+Result run_with_fds(const std::string& program, const std::string& redirs, const std::vector<std::string>& options,
+                    const std::vector<std::string>& command, const std::string& input, const std::string& prelude)
 {
-    std::vector<std::string> argv { "/bin/sh", "-c", prelude + "exec \"$@\" " + redirs, "sh", program };
-    for (const auto* part : { &options, &command })
+    std::vector<std::string> argv{"/bin/sh", "-c", prelude + "exec \"$@\" " + redirs, "sh", program};
+    for (const auto* part : {&options, &command})
         argv.insert(argv.end(), part->begin(), part->end());
     return run(argv, input);
 }
 
 // A sandbox with a minimal root, its own PID namespace and /proc.
 Result sandbox(const std::string& redirs, const std::vector<std::string>& options,
-    const std::vector<std::string>& command, const std::string& input = "",
-    const std::string& program = cocoon_bin(), const std::string& prelude = "")
+               const std::vector<std::string>& command, const std::string& input = "",
+               const std::string& program = cocoon_bin(), const std::string& prelude = "")
 {
-    return run_with_fds(program, redirs,
-        args({ minimal_root(), { "--unshare-pid", "--proc", "/proc" }, options }), command, input, prelude);
+    return run_with_fds(program, redirs, args({minimal_root(), {"--unshare-pid", "--proc", "/proc"}, options}), command,
+                        input, prelude);
 }
 
 // Why bwrap cannot be compared here, or "" if it can.
@@ -45,7 +44,7 @@ std::string bwrap_unusable()
 {
     if (!exists(kBwrap))
         return std::string(kBwrap) + " is not installed";
-    Result r = sandbox("", {}, { "true" }, "", kBwrap);
+    Result r = sandbox("", {}, {"true"}, "", kBwrap);
     if (r.code != 0)
         return "bwrap cannot make a sandbox for this user here: " + r.err;
     return "";
@@ -73,9 +72,9 @@ TEST_F(DataMounts, FileAndBindDataCopyTheFdsContents)
     std::string big(200000, 'x');
     big += "end\n";
     write_file(m_dir / "big", big);
-    Result r = sandbox("3<" + data_path() + " 4<" + m_dir / "big" + " 5<" + data_path(),
-        { "--file", "3", "/etc/f", "--bind-data", "4", "/big", "--ro-bind-data", "5", "/rbd", "--file", "0",
-            "/piped" },
+    Result r = sandbox(
+        "3<" + data_path() + " 4<" + m_dir / "big" + " 5<" + data_path(),
+        {"--file", "3", "/etc/f", "--bind-data", "4", "/big", "--ro-bind-data", "5", "/rbd", "--file", "0", "/piped"},
         sh("cat /etc/f; wc -c < /big; tail -c 4 /big; cat /rbd /piped"), "from a pipe\n");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, m_data + std::to_string(big.size()) + "\nend\n" + m_data + "from a pipe\n");
@@ -83,21 +82,21 @@ TEST_F(DataMounts, FileAndBindDataCopyTheFdsContents)
 
 TEST_F(DataMounts, DefaultModesAndPermsMatchBwrap)
 {
-    const std::string redirs = "3<" + data_path() + " 4<" + data_path() + " 5<" + data_path() + " 6<"
-        + data_path() + " 7<" + data_path();
-    const std::vector<std::string> options { "--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data",
-        "5", "/rbd", "--dir", "/d", "--tmpfs", "/t", "--perms", "0700", "--file", "6", "/x/y/f", "--perms",
-        "0750", "--dir", "/p/q", "--perms", "0741", "--tmpfs", "/tt", "--perms", "0640", "--bind-data", "7",
-        "/z/bd", "--perms", "0705", "--dir", "/o/p" };
-    const std::vector<std::string> paths { "/f", "/bd", "/rbd", "/d", "/t", "/x", "/x/y", "/x/y/f", "/p",
-        "/p/q", "/tt", "/z", "/z/bd", "/o", "/o/p" };
+    const std::string redirs =
+        "3<" + data_path() + " 4<" + data_path() + " 5<" + data_path() + " 6<" + data_path() + " 7<" + data_path();
+    const std::vector<std::string> options{
+        "--file",  "3",           "/f",      "--bind-data", "4",       "/bd",  "--ro-bind-data", "5",   "/rbd",
+        "--dir",   "/d",          "--tmpfs", "/t",          "--perms", "0700", "--file",         "6",   "/x/y/f",
+        "--perms", "0750",        "--dir",   "/p/q",        "--perms", "0741", "--tmpfs",        "/tt", "--perms",
+        "0640",    "--bind-data", "7",       "/z/bd",       "--perms", "0705", "--dir",          "/o/p"};
+    const std::vector<std::string> paths{"/f", "/bd",  "/rbd", "/d", "/t",    "/x", "/x/y", "/x/y/f",
+                                         "/p", "/p/q", "/tt",  "/z", "/z/bd", "/o", "/o/p"};
     // The caller's umask changes none of them, and the command still has it.
     const std::string umask = "umask 077; ";
     Result r = sandbox(redirs, options, sh(stat_modes(paths) + "; umask"), "", cocoon_bin(), umask);
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out,
-        "/f 666\n/bd 600\n/rbd 600\n/d 755\n/t 755\n/x 700\n/x/y 700\n/x/y/f 700\n/p 750\n/p/q 750\n"
-        "/tt 741\n/z 750\n/z/bd 640\n/o 705\n/o/p 705\n0077\n");
+    EXPECT_EQ(r.out, "/f 666\n/bd 600\n/rbd 600\n/d 755\n/t 755\n/x 700\n/x/y 700\n/x/y/f 700\n/p 750\n/p/q 750\n"
+                     "/tt 741\n/z 750\n/z/bd 640\n/o 705\n/o/p 705\n0077\n");
 
     if (std::string why = bwrap_unusable(); !why.empty())
         GTEST_SKIP() << "differential part skipped: " << why;
@@ -108,9 +107,9 @@ TEST_F(DataMounts, DefaultModesAndPermsMatchBwrap)
 
 TEST_F(DataMounts, RoBindDataRefusesWritesAndBindDataStaysInTheSandbox)
 {
-    Result r = sandbox("3<" + data_path() + " 4<" + data_path(),
-        { "--ro-bind-data", "3", "/ro", "--bind-data", "4", "/rw" },
-        sh("echo changed > /rw && cat /rw; echo changed > /ro"));
+    Result r =
+        sandbox("3<" + data_path() + " 4<" + data_path(), {"--ro-bind-data", "3", "/ro", "--bind-data", "4", "/rw"},
+                sh("echo changed > /rw && cat /rw; echo changed > /ro"));
     EXPECT_NE(r.code, 0);
     EXPECT_EQ(r.out, "changed\n");
     EXPECT_TRUE(contains(r.err, "Read-only file system")) << r.err;
@@ -123,18 +122,17 @@ TEST_F(DataMounts, BindDataFileIsReachableOnlyAtItsDestination)
     // The mount at /secret must be the only one of its filesystem; had the
     // data file been made in the root tmpfs (or anywhere in the tree), its
     // device would show up a second time.
-    const std::string script
-        = "dev=$(grep ' /secret ' /proc/self/mountinfo | cut -d' ' -f3); echo \"dev $dev\"; "
-          "grep -c \" $dev \" /proc/self/mountinfo; grep ' /secret ' /proc/self/mountinfo | cut -d' ' -f4; "
-          "[ \"$(stat -c %d /secret)\" != \"$(stat -c %d /)\" ] && echo other-device";
-    Result r = sandbox("3<" + data_path(), { "--ro-bind-data", "3", "/secret" }, sh(script));
+    const std::string script =
+        "dev=$(grep ' /secret ' /proc/self/mountinfo | cut -d' ' -f3); echo \"dev $dev\"; "
+        "grep -c \" $dev \" /proc/self/mountinfo; grep ' /secret ' /proc/self/mountinfo | cut -d' ' -f4; "
+        "[ \"$(stat -c %d /secret)\" != \"$(stat -c %d /)\" ] && echo other-device";
+    Result r = sandbox("3<" + data_path(), {"--ro-bind-data", "3", "/secret"}, sh(script));
     ASSERT_EQ(r.code, 0) << r.err;
     auto out = lines(r.out);
     ASSERT_EQ(out.size(), 4u) << r.out;
     EXPECT_NE(out[0], "dev ") << r.out;
     EXPECT_EQ(out[1], "1") << r.out;
-    EXPECT_TRUE(out[2].size() > 9 && out[2].substr(out[2].size() - 9) == "//deleted")
-        << "still named: " << out[2];
+    EXPECT_TRUE(out[2].size() > 9 && out[2].substr(out[2].size() - 9) == "//deleted") << "still named: " << out[2];
     EXPECT_EQ(out[3], "other-device");
     EXPECT_EQ(mount_table(), before) << "the data tmpfs reached the host's mount table";
 }
@@ -142,12 +140,11 @@ TEST_F(DataMounts, BindDataFileIsReachableOnlyAtItsDestination)
 TEST_F(DataMounts, FdsDoNotReachTheCommand)
 {
     const std::string dir = m_dir.path();
-    Result r
-        = sandbox("3<" + data_path() + " 4<" + data_path() + " 5<" + data_path() + " 6<" + dir + " 7<" + dir,
-            { "--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--bind-fd", "6",
-                "/w", "--ro-bind-fd", "7", "/r", "--file", "0", "/in" },
-            sh("for fd in 0 3 4 5 6 7; do [ -e /proc/self/fd/$fd ] && echo open $fd; done; echo done"),
-            "stdin\n");
+    Result r =
+        sandbox("3<" + data_path() + " 4<" + data_path() + " 5<" + data_path() + " 6<" + dir + " 7<" + dir,
+                {"--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--bind-fd", "6", "/w",
+                 "--ro-bind-fd", "7", "/r", "--file", "0", "/in"},
+                sh("for fd in 0 3 4 5 6 7; do [ -e /proc/self/fd/$fd ] && echo open $fd; done; echo done"), "stdin\n");
     ASSERT_EQ(r.code, 0) << r.err;
     // Like bwrap, even fd 0 is closed once its data is read.
     EXPECT_EQ(r.out, "done\n");
@@ -155,17 +152,17 @@ TEST_F(DataMounts, FdsDoNotReachTheCommand)
 
 TEST_F(DataMounts, SizeLimitsTheTmpfs)
 {
-    const std::vector<std::string> dev { "--dev", "/dev" };
+    const std::vector<std::string> dev{"--dev", "/dev"};
     const auto write = sh("head -c 300000 /dev/zero > /small/x && echo wrote");
-    Result limited = sandbox("", args({ dev, { "--size", "65536", "--tmpfs", "/small" } }), write);
+    Result limited = sandbox("", args({dev, {"--size", "65536", "--tmpfs", "/small"}}), write);
     EXPECT_NE(limited.code, 0);
     EXPECT_TRUE(contains(limited.err, "No space left on device")) << limited.err;
     // Control: the same write into a tmpfs without --size succeeds.
-    Result unlimited = sandbox("", args({ dev, { "--tmpfs", "/small" } }), write);
+    Result unlimited = sandbox("", args({dev, {"--tmpfs", "/small"}}), write);
     EXPECT_EQ(unlimited.code, 0) << unlimited.err;
     EXPECT_EQ(unlimited.out, "wrote\n");
-    Result options = sandbox("", { "--perms", "0700", "--size", "65536", "--tmpfs", "/small" },
-        sh("grep ' /small ' /proc/self/mountinfo; stat -c %a /small"));
+    Result options = sandbox("", {"--perms", "0700", "--size", "65536", "--tmpfs", "/small"},
+                             sh("grep ' /small ' /proc/self/mountinfo; stat -c %a /small"));
     ASSERT_EQ(options.code, 0) << options.err;
     EXPECT_TRUE(contains(options.out, "size=64k")) << options.out;
     EXPECT_TRUE(contains(options.out, "\n700\n")) << options.out;
@@ -174,24 +171,23 @@ TEST_F(DataMounts, SizeLimitsTheTmpfs)
 TEST_F(DataMounts, ChmodInOrderAndInsideTheRoot)
 {
     Result r = sandbox("",
-        { "--dir", "/d", "--chmod", "0711", "/d", "--dir", "/target", "--symlink", "/target", "/link",
-            "--chmod", "0701", "/link" },
-        sh(stat_modes({ "/d", "/target" })));
+                       {"--dir", "/d", "--chmod", "0711", "/d", "--dir", "/target", "--symlink", "/target", "/link",
+                        "--chmod", "0701", "/link"},
+                       sh(stat_modes({"/d", "/target"})));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "/d 711\n/target 701\n");
     // An absolute link that would lead to the host's /tmp is followed inside
     // the sandbox only: the host directory keeps its mode.
     struct stat before;
     ASSERT_EQ(::stat(m_dir.path().c_str(), &before), 0);
-    Result in_root
-        = sandbox("", { "--symlink", m_dir.path(), "/escape", "--chmod", "0777", "/escape" }, { "true" });
+    Result in_root = sandbox("", {"--symlink", m_dir.path(), "/escape", "--chmod", "0777", "/escape"}, {"true"});
     EXPECT_EQ(in_root.code, 1);
     EXPECT_TRUE(contains(in_root.err, "Can't chmod 0777 /escape")) << in_root.err;
     struct stat after;
     ASSERT_EQ(::stat(m_dir.path().c_str(), &after), 0);
     EXPECT_EQ(after.st_mode, before.st_mode);
     // bwrap applies --chmod in order, so it must come after what makes PATH.
-    Result early = sandbox("", { "--chmod", "0711", "/d", "--dir", "/d" }, { "true" });
+    Result early = sandbox("", {"--chmod", "0711", "/d", "--dir", "/d"}, {"true"});
     EXPECT_EQ(early.code, 1);
     EXPECT_EQ(early.err, "cocoon: Can't chmod 0711 /d: No such file or directory\n");
 }
@@ -199,29 +195,29 @@ TEST_F(DataMounts, ChmodInOrderAndInsideTheRoot)
 TEST_F(DataMounts, BindFdBindsTheOpenDirectory)
 {
     const std::string dir = m_dir.path();
-    Result rw = sandbox("3<" + dir, { "--bind-fd", "3", "/w" },
-        sh("cat /w/data; echo new > /w/made; grep ' /w ' /proc/self/mountinfo"));
+    Result rw = sandbox("3<" + dir, {"--bind-fd", "3", "/w"},
+                        sh("cat /w/data; echo new > /w/made; grep ' /w ' /proc/self/mountinfo"));
     ASSERT_EQ(rw.code, 0) << rw.err;
     EXPECT_TRUE(contains(rw.out, m_data)) << rw.out;
     EXPECT_TRUE(contains(rw.out, "nosuid,nodev")) << rw.out;
     EXPECT_EQ(read_file(m_dir / "made"), "new\n");
 
-    Result ro = sandbox("3<" + dir, { "--ro-bind-fd", "3", "/r" }, sh("cat /r/data; echo new > /r/ro-made"));
+    Result ro = sandbox("3<" + dir, {"--ro-bind-fd", "3", "/r"}, sh("cat /r/data; echo new > /r/ro-made"));
     EXPECT_NE(ro.code, 0);
     EXPECT_EQ(ro.out, m_data);
     EXPECT_TRUE(contains(ro.err, "Read-only file system")) << ro.err;
     EXPECT_FALSE(exists(m_dir / "ro-made"));
 
     // A file works too.
-    Result file = sandbox("3<" + data_path(), { "--ro-bind-fd", "3", "/etc/one" }, { "cat", "/etc/one" });
+    Result file = sandbox("3<" + data_path(), {"--ro-bind-fd", "3", "/etc/one"}, {"cat", "/etc/one"});
     ASSERT_EQ(file.code, 0) << file.err;
     EXPECT_EQ(file.out, m_data);
 }
 
 TEST_F(DataMounts, MqueueWithIpcNamespace)
 {
-    Result r = sandbox(
-        "", { "--unshare-ipc", "--mqueue", "/dev/mqueue" }, sh("grep ' /dev/mqueue ' /proc/self/mountinfo"));
+    Result r =
+        sandbox("", {"--unshare-ipc", "--mqueue", "/dev/mqueue"}, sh("grep ' /dev/mqueue ' /proc/self/mountinfo"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, " - mqueue ")) << r.out;
 }
@@ -238,7 +234,7 @@ protected:
     void TearDown() override
     {
         EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t> {}) << "a process outlived cocoon";
+        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
         EXPECT_EQ(listing(), m_files) << "files appeared on the host";
     }
     std::set<std::string> listing() const
@@ -248,11 +244,9 @@ protected:
             names.insert(entry.path().string());
         return names;
     }
-    void expect_refused(
-        const std::vector<std::string>& options, const std::string& redirs, const std::string& message)
+    void expect_refused(const std::vector<std::string>& options, const std::string& redirs, const std::string& message)
     {
-        Result r = sandbox(
-            redirs, args({ { "--setenv", "COCOON_E2E_MARK", m_marker }, options }), { "true", m_marker });
+        Result r = sandbox(redirs, args({{"--setenv", "COCOON_E2E_MARK", m_marker}, options}), {"true", m_marker});
         EXPECT_EQ(r.code, 1) << r.err;
         EXPECT_EQ(r.out, "");
         EXPECT_EQ(r.err, "cocoon: " + message + "\n");
@@ -264,55 +258,52 @@ protected:
 
 TEST_F(DataMountsBad, ClosedFds)
 {
-    for (const char* option : { "--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd" })
-        expect_refused({ option, "9", m_dir / "out" }, "9<&-",
-            std::string("Invalid ") + option + " 9: Bad file descriptor");
+    for (const char* option : {"--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd"})
+        expect_refused({option, "9", m_dir / "out"}, "9<&-",
+                       std::string("Invalid ") + option + " 9: Bad file descriptor");
 }
 
 TEST_F(DataMountsBad, FdsOfTheWrongKind)
 {
-    expect_refused(
-        { "--bind-data", "3", "/x" }, "3<" + m_dir.path(), "Can't read --bind-data 3 for /x: Is a directory");
-    expect_refused(
-        { "--file", "3", "/x" }, "3<" + m_dir.path(), "Can't read --file 3 for /x: Is a directory");
+    expect_refused({"--bind-data", "3", "/x"}, "3<" + m_dir.path(), "Can't read --bind-data 3 for /x: Is a directory");
+    expect_refused({"--file", "3", "/x"}, "3<" + m_dir.path(), "Can't read --file 3 for /x: Is a directory");
     // A pipe has no place in the mount tree to bind.
-    Result r = sandbox("3<&0", { "--bind-fd", "3", "/x" }, { "true" }, "data");
+    Result r = sandbox("3<&0", {"--bind-fd", "3", "/x"}, {"true"}, "data");
     EXPECT_EQ(r.code, 1);
-    EXPECT_TRUE(r.err.rfind("cocoon: Can't bind --bind-fd 3: not a file or directory (pipe:[", 0) == 0)
-        << r.err;
+    EXPECT_TRUE(r.err.rfind("cocoon: Can't bind --bind-fd 3: not a file or directory (pipe:[", 0) == 0) << r.err;
 }
 
 // bwrap closes each fd after its first use, so a second use fails there too.
 TEST_F(DataMountsBad, FdUsedTwice)
 {
-    expect_refused({ "--file", "3", "/a", "--file", "3", "/b" }, "3<" + data_path(),
-        "--file 3: fd 3 is already used by --file");
-    expect_refused({ "--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b" }, "3<" + data_path(),
-        "--ro-bind-fd 3: fd 3 is already used by --bind-data");
+    expect_refused({"--file", "3", "/a", "--file", "3", "/b"}, "3<" + data_path(),
+                   "--file 3: fd 3 is already used by --file");
+    expect_refused({"--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b"}, "3<" + data_path(),
+                   "--ro-bind-fd 3: fd 3 is already used by --bind-data");
 }
 
 TEST_F(DataMountsBad, PermsAndSizeMisuse)
 {
-    expect_refused({ "--perms", "0700", "--bind", m_dir.path(), "/x" }, "",
-        "--perms must be followed by an option that creates a file");
-    expect_refused({ "--perms", "0700", "--mqueue", "/x" }, "",
-        "--perms must be followed by an option that creates a file");
-    expect_refused({ "--perms", "800", "--dir", "/x" }, "", "--perms takes an octal argument <= 07777");
-    expect_refused({ "--size", "4096", "--dir", "/x" }, "", "--size must be followed by --tmpfs");
-    expect_refused({ "--size", "0", "--tmpfs", "/x" }, "", "--size takes a non-zero number of bytes");
+    expect_refused({"--perms", "0700", "--bind", m_dir.path(), "/x"}, "",
+                   "--perms must be followed by an option that creates a file");
+    expect_refused({"--perms", "0700", "--mqueue", "/x"}, "",
+                   "--perms must be followed by an option that creates a file");
+    expect_refused({"--perms", "800", "--dir", "/x"}, "", "--perms takes an octal argument <= 07777");
+    expect_refused({"--size", "4096", "--dir", "/x"}, "", "--size must be followed by --tmpfs");
+    expect_refused({"--size", "0", "--tmpfs", "/x"}, "", "--size takes a non-zero number of bytes");
 }
 
 TEST_F(DataMountsBad, SameMessagesAsBwrap)
 {
     if (std::string why = bwrap_unusable(); !why.empty())
         GTEST_SKIP() << why;
-    for (std::vector<std::string> options :
-        { std::vector<std::string> { "--perms", "0700", "--symlink", "a", "/b" },
-            { "--perms", "1", "--perms", "2", "--dir", "/d" },
-            { "--size", "1", "--perms", "0700", "--dir", "/d" }, { "--size", "0x", "--tmpfs", "/t" },
-            { "--chmod", "0700", "/nonexistent" } }) {
-        Result c = sandbox("", options, { "true" });
-        Result b = sandbox("", options, { "true" }, "", kBwrap);
+    for (std::vector<std::string> options : {std::vector<std::string>{"--perms", "0700", "--symlink", "a", "/b"},
+                                             {"--perms", "1", "--perms", "2", "--dir", "/d"},
+                                             {"--size", "1", "--perms", "0700", "--dir", "/d"},
+                                             {"--size", "0x", "--tmpfs", "/t"},
+                                             {"--chmod", "0700", "/nonexistent"}}) {
+        Result c = sandbox("", options, {"true"});
+        Result b = sandbox("", options, {"true"}, "", kBwrap);
         EXPECT_EQ(c.code, 1);
         EXPECT_EQ(b.code, 1);
         ASSERT_EQ(c.err.rfind("cocoon: ", 0), 0u) << c.err;
@@ -321,5 +312,5 @@ TEST_F(DataMountsBad, SameMessagesAsBwrap)
     }
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

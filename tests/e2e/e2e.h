@@ -66,9 +66,9 @@ inline bool contains(const std::string& haystack, const std::string& needle)
 // A string no other test run uses, for file names and process markers.
 inline std::string unique_marker(const std::string& prefix)
 {
-    static std::atomic<unsigned> counter {0};
+    static std::atomic<unsigned> counter{0};
     return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr)) + "-" +
-        std::to_string(counter++);
+           std::to_string(counter++);
 }
 
 // The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.
@@ -83,4 +83,4 @@ inline std::string status_field(const std::string& status, const std::string& na
     return "";
 }
 
-} // namespace cocoon::test
+}  // namespace cocoon::test

@@ -57,8 +57,8 @@ TEST(Env, SetenvAndUnsetenv)
 
 TEST(Env, ClearenvKeepsOnlyLaterSetenvAndPwd)
 {
-    Result r = in_sandbox({"--chdir", "/usr", "--setenv", "A", "1", "--clearenv", "--setenv", "B", "2"},
-                          {"/usr/bin/env"});
+    Result r =
+        in_sandbox({"--chdir", "/usr", "--setenv", "A", "1", "--clearenv", "--setenv", "B", "2"}, {"/usr/bin/env"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(line_set(r.out), (std::set<std::string>{"B=2", "PWD=/usr"})) << r.out;
 }
@@ -76,8 +76,7 @@ TEST(Env, DefaultDirectoryIsTheCommandsHome)
 {
     TempDir outside;  // the caller's cwd: not bound into the sandbox
     std::string cocoon_bin_path = cocoon_bin();
-    std::vector<std::string> argv{"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", outside.path(),
-                                  cocoon_bin_path};
+    std::vector<std::string> argv{"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", outside.path(), cocoon_bin_path};
     for (const std::string& a : args({minimal_root(), {"--setenv", "HOME", "/usr/lib"}, sh("pwd; echo $PWD")}))
         argv.push_back(a);
     Result r = run(argv);
@@ -85,5 +84,5 @@ TEST(Env, DefaultDirectoryIsTheCommandsHome)
     EXPECT_EQ(r.out, "/usr/lib\n/usr/lib\n");
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

@@ -119,7 +119,8 @@ public:
         auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
         pollfd fds[2] = {{m_out.get(), POLLIN, 0}, {m_err.get(), POLLIN, 0}};
         for (int open = 2; open > 0;) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
             if (left.count() <= 0) {
                 ADD_FAILURE() << "timed out";
                 ::kill(m_pid, SIGKILL);
@@ -160,8 +161,7 @@ std::vector<std::string> cocoon_argv(const std::vector<std::string>& options, co
 }
 
 // Waits (up to 10 s) until pred() holds.
-template <typename Pred>
-bool eventually(Pred pred)
+template <typename Pred> bool eventually(Pred pred)
 {
     for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
         if (pred())
@@ -209,8 +209,7 @@ std::string compile_filter(const std::vector<int>& syscalls, int err)
     return bytes;
 }
 
-const std::string kMkdirAndLink =
-    "mkdir /tmp/d 2>&1 && echo made; ln -s x /tmp/l 2>&1 && echo linked; true";
+const std::string kMkdirAndLink = "mkdir /tmp/d 2>&1 && echo made; ln -s x /tmp/l 2>&1 && echo linked; true";
 
 std::string mkdir_filter()
 {
@@ -272,7 +271,7 @@ std::string read_some(int fd)
 bool locked_by_other(const std::string& path)
 {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    struct flock probe{};
+    struct flock probe {};
     probe.l_type = F_WRLCK;
     probe.l_whence = SEEK_SET;
     return fd && ::fcntl(fd.get(), F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
@@ -282,7 +281,8 @@ bool locked_by_other(const std::string& path)
 
 TEST(ArgsFd, OptionsFromTheFileApplyInPlace)
 {
-    UniqueFd file = pipe_holding("--setenv\0FROM_FILE\0yes\0--setenv\0ORDER\0file\0--unshare-uts\0--hostname\0args-box"s);
+    UniqueFd file =
+        pipe_holding("--setenv\0FROM_FILE\0yes\0--setenv\0ORDER\0file\0--unshare-uts\0--hostname\0args-box"s);
     Background b(cocoon_argv({"--setenv", "ORDER", "before", "--args", "5"},
                              sh("echo $FROM_FILE $ORDER $(hostname); " + fd_open_test(5, '<'))),
                  {{5, file.get()}});
@@ -322,8 +322,8 @@ TEST(Seccomp, FilterIsEnforced)
     EXPECT_EQ(open.out, "made\nlinked\n");
 
     UniqueFd filter = pipe_holding(mkdir_filter());
-    Result r = Background(cocoon_argv({"--tmpfs", "/tmp", "--seccomp", "5"}, sh(kMkdirAndLink)), {{5, filter.get()}})
-                   .finish();
+    Result r =
+        Background(cocoon_argv({"--tmpfs", "/tmp", "--seccomp", "5"}, sh(kMkdirAndLink)), {{5, filter.get()}}).finish();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, "Operation not permitted")) << r.out;
     EXPECT_FALSE(contains(r.out, "made")) << r.out;
@@ -340,7 +340,7 @@ TEST(Seccomp, AddedFiltersAllApply)
                    .finish();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, "Operation not permitted")) << r.out;  // EPERM from the first
-    EXPECT_TRUE(contains(r.out, "Permission denied")) << r.out;        // EACCES from the second
+    EXPECT_TRUE(contains(r.out, "Permission denied")) << r.out;  // EACCES from the second
     EXPECT_FALSE(contains(r.out, "made")) << r.out;
     EXPECT_FALSE(contains(r.out, "linked")) << r.out;
 }
@@ -359,10 +359,10 @@ TEST(Seccomp, Refusals)
     expect_refused(Background(cocoon_argv({"--seccomp", "7"}, {"true"})).finish(),
                    {"--seccomp 7", "Bad file descriptor"});
     UniqueFd a = pipe_holding(mkdir_filter()), b = pipe_holding(mkdir_filter());
-    expect_refused(Background(cocoon_argv({"--seccomp", "5", "--add-seccomp-fd", "6"}, {"true"}),
-                              {{5, a.get()}, {6, b.get()}})
-                       .finish(),
-                   {"--add-seccomp-fd cannot be combined with --seccomp"});
+    expect_refused(
+        Background(cocoon_argv({"--seccomp", "5", "--add-seccomp-fd", "6"}, {"true"}), {{5, a.get()}, {6, b.get()}})
+            .finish(),
+        {"--add-seccomp-fd cannot be combined with --seccomp"});
 }
 
 // --- --block-fd ---
@@ -400,9 +400,10 @@ TEST(BlockFd, EndOfFileAlsoReleases)
 TEST(UsernsBlockFd, CallerWritesTheIdMaps)
 {
     Pipe go, info;
-    Background b(cocoon_argv({"--unshare-user", "--unshare-pid", "--proc", "/proc", "--userns-block-fd", "5", "--info-fd", "6"},
-                             sh("id -u; id -g; cat /proc/self/uid_map")),
-                 {{5, go.read.get()}, {6, info.write.get()}});
+    Background b(
+        cocoon_argv({"--unshare-user", "--unshare-pid", "--proc", "/proc", "--userns-block-fd", "5", "--info-fd", "6"},
+                    sh("id -u; id -g; cat /proc/self/uid_map")),
+        {{5, go.read.get()}, {6, info.write.get()}});
     info.write.reset();
     pid_t pid = child_pid(read_some(info.read.get()));
     ASSERT_GT(pid, 0);
@@ -424,17 +425,17 @@ TEST(UsernsBlockFd, CallerWritesTheIdMaps)
 TEST(UsernsBlockFd, Refusals)
 {
     Pipe go;
-    expect_refused(Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "5"}, {"true"}), {{5, go.read.get()}})
-                       .finish(),
-                   {"--userns-block-fd requires --info-fd"});
-    expect_refused(Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "5", "--info-fd", "1", "--uid", "0"},
-                                          {"true"}),
-                              {{5, go.read.get()}})
-                       .finish(),
-                   {"--userns-block-fd", "--uid"});
-    expect_refused(Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "7", "--info-fd", "1"}, {"true"}))
-                       .finish(),
-                   {"--userns-block-fd 7", "Bad file descriptor"});
+    expect_refused(
+        Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "5"}, {"true"}), {{5, go.read.get()}}).finish(),
+        {"--userns-block-fd requires --info-fd"});
+    expect_refused(
+        Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "5", "--info-fd", "1", "--uid", "0"}, {"true"}),
+                   {{5, go.read.get()}})
+            .finish(),
+        {"--userns-block-fd", "--uid"});
+    expect_refused(
+        Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "7", "--info-fd", "1"}, {"true"})).finish(),
+        {"--userns-block-fd 7", "Bad file descriptor"});
 }
 
 // --- --sync-fd ---
@@ -445,7 +446,7 @@ void check_sync_fd(const std::vector<std::string>& extra)
     Pipe sync;
     Background b(cocoon_argv(args({extra, {"--bind", out.path(), "/out", "--sync-fd", "5"}}),
                              sh(fd_open_test(5, '>') + "; echo started > /out/started; "
-                                "while [ ! -e /out/go ]; do sleep 0.02; done")),
+                                                       "while [ ! -e /out/go ]; do sleep 0.02; done")),
                  {{5, sync.write.get()}});
     sync.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); }));
@@ -522,8 +523,10 @@ TEST(SyncFd, WithAsPid1TheCommandKeepsIt)
 
 TEST(SyncFd, BadFd)
 {
-    expect_refused(Background(cocoon_argv({"--sync-fd", "7"}, {"true"})).finish(), {"--sync-fd 7", "Bad file descriptor"});
-    expect_refused(Background(cocoon_argv({"--block-fd", "7"}, {"true"})).finish(), {"--block-fd 7", "Bad file descriptor"});
+    expect_refused(Background(cocoon_argv({"--sync-fd", "7"}, {"true"})).finish(),
+                   {"--sync-fd 7", "Bad file descriptor"});
+    expect_refused(Background(cocoon_argv({"--block-fd", "7"}, {"true"})).finish(),
+                   {"--block-fd 7", "Bad file descriptor"});
 }
 
 // --- --lock-file ---
@@ -575,7 +578,8 @@ protected:
     }
 
     // The same options and command, once under each; returns {cocoon, bwrap}.
-    static std::pair<Result, Result> both(const std::vector<std::string>& options, const std::vector<std::string>& command,
+    static std::pair<Result, Result> both(const std::vector<std::string>& options,
+                                          const std::vector<std::string>& command,
                                           const std::vector<std::function<UniqueFd()>>& fds)
     {
         auto one = [&](const std::string& bin) {
@@ -622,5 +626,5 @@ TEST_F(Bwrap, BadFdsFailTheSame)
     }
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

@@ -141,15 +141,14 @@ protected:
     void TearDown() override
     {
         EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t> {}) << "a process outlived cocoon";
+        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
     }
 
     // cocoon with a minimal root, a marker in its command line (for
     // processes_with) and a /proc of a new PID namespace unless told not to.
     Result sandbox(const std::vector<std::string>& options, const std::vector<std::string>& command)
     {
-        return cocoon(
-            args({ minimal_root(), { "--setenv", "COCOON_E2E_MARK", m_marker }, options, command }));
+        return cocoon(args({minimal_root(), {"--setenv", "COCOON_E2E_MARK", m_marker}, options, command}));
     }
 
     // Exit 1, nothing on stdout, one "cocoon: " line naming every needle.
@@ -173,16 +172,16 @@ TEST_F(JoinNs, UsernsCommandRunsInTheGivenNamespace)
 {
     NsHolder holder(true, false, false);
     UniqueFd user = holder.open("user");
-    Result r = sandbox({ "--userns", fd_text(user), "--unshare-pid", "--proc", "/proc" },
-        print_inodes("user", "; id -u; " + fd_open_test(user.get())));
+    Result r = sandbox({"--userns", fd_text(user), "--unshare-pid", "--proc", "/proc"},
+                       print_inodes("user", "; id -u; " + fd_open_test(user.get())));
     ASSERT_EQ(r.code, 0) << r.err;
     auto l = lines(r.out);
-    ASSERT_EQ(l.size(), 2u) << r.out; // no "fd-open": the fd stays out of the command
+    ASSERT_EQ(l.size(), 2u) << r.out;  // no "fd-open": the fd stays out of the command
     EXPECT_EQ(l[0], inode_of(user.get()));
-    EXPECT_EQ(l[1], "0"); // the holder maps root to us
+    EXPECT_EQ(l[1], "0");  // the holder maps root to us
 
     // Control: without --userns the sandbox has a namespace of its own.
-    Result own = sandbox({ "--unshare-user", "--unshare-pid", "--proc", "/proc" }, print_inodes("user"));
+    Result own = sandbox({"--unshare-user", "--unshare-pid", "--proc", "/proc"}, print_inodes("user"));
     ASSERT_EQ(own.code, 0) << own.err;
     EXPECT_NE(own.out, inode_of(user.get()) + "\n");
 }
@@ -194,9 +193,9 @@ TEST_F(JoinNs, UsernsOwnsTheNewNamespaces)
 {
     NsHolder holder(true, false, false);
     UniqueFd user = holder.open("user");
-    Result r = sandbox({ "--userns", fd_text(user), "--unshare-uts", "--unshare-net", "--unshare-ipc",
-                           "--hostname", "set-by-cocoon", "--cap-add", "CAP_SYS_ADMIN" },
-        sh("hostname; hostname set-by-command && hostname"));
+    Result r = sandbox({"--userns", fd_text(user), "--unshare-uts", "--unshare-net", "--unshare-ipc", "--hostname",
+                        "set-by-cocoon", "--cap-add", "CAP_SYS_ADMIN"},
+                       sh("hostname; hostname set-by-command && hostname"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "set-by-cocoon\nset-by-command\n");
 }
@@ -205,12 +204,12 @@ TEST_F(JoinNs, UsernsWithUidSwitchesInsideIt)
 {
     NsHolder holder(true, false, false);
     UniqueFd user = holder.open("user");
-    Result r = sandbox({ "--userns", fd_text(user), "--uid", "0", "--gid", "0" }, sh("id -u; id -g"));
+    Result r = sandbox({"--userns", fd_text(user), "--uid", "0", "--gid", "0"}, sh("id -u; id -g"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "0\n0\n");
     // Only root is mapped there.
-    expect_refused(sandbox({ "--userns", fd_text(user), "--uid", "3" }, { "true", m_marker }),
-        { "unable to switch to uid 3" });
+    expect_refused(sandbox({"--userns", fd_text(user), "--uid", "3"}, {"true", m_marker}),
+                   {"unable to switch to uid 3"});
 }
 
 // --- --pidns ---
@@ -219,13 +218,13 @@ TEST_F(JoinNs, PidnsCommandRunsInTheGivenNamespace)
 {
     NsHolder holder(true, false, true);
     UniqueFd user = holder.open("user"), pid = holder.open("pid");
-    Result r = sandbox({ "--userns", fd_text(user), "--pidns", fd_text(pid), "--proc", "/proc" },
-        print_inodes("pid", "; echo $$; " + fd_open_test(pid.get())));
+    Result r = sandbox({"--userns", fd_text(user), "--pidns", fd_text(pid), "--proc", "/proc"},
+                       print_inodes("pid", "; echo $$; " + fd_open_test(pid.get())));
     ASSERT_EQ(r.code, 0) << r.err;
     auto l = lines(r.out);
     ASSERT_EQ(l.size(), 2u) << r.out;
     EXPECT_EQ(l[0], inode_of(pid.get()));
-    EXPECT_NE(l[1], "1"); // the holder's child is that namespace's init
+    EXPECT_NE(l[1], "1");  // the holder's child is that namespace's init
 }
 
 // With --unshare-pid too, the sandbox gets a PID namespace of its own (nested
@@ -234,14 +233,13 @@ TEST_F(JoinNs, PidnsWithUnsharePidMakesANewNamespace)
 {
     NsHolder holder(true, false, true);
     UniqueFd user = holder.open("user"), pid = holder.open("pid");
-    Result r
-        = sandbox({ "--userns", fd_text(user), "--pidns", fd_text(pid), "--unshare-pid", "--proc", "/proc" },
-            print_inodes("pid", "; echo $$"));
+    Result r = sandbox({"--userns", fd_text(user), "--pidns", fd_text(pid), "--unshare-pid", "--proc", "/proc"},
+                       print_inodes("pid", "; echo $$"));
     ASSERT_EQ(r.code, 0) << r.err;
     auto l = lines(r.out);
     ASSERT_EQ(l.size(), 2u) << r.out;
     EXPECT_NE(l[0], inode_of(pid.get()));
-    EXPECT_EQ(l[1], "2"); // cocoon's reaper is PID 1
+    EXPECT_EQ(l[1], "2");  // cocoon's reaper is PID 1
 }
 
 // A PID namespace owned by another user namespace: root may join it (it
@@ -251,9 +249,9 @@ TEST_F(JoinNs, PidnsWithoutUserns)
 {
     NsHolder holder(true, false, true);
     UniqueFd pid = holder.open("pid");
-    Result r = sandbox({ "--pidns", fd_text(pid), "--proc", "/proc" }, print_inodes("pid", "; echo $$"));
+    Result r = sandbox({"--pidns", fd_text(pid), "--proc", "/proc"}, print_inodes("pid", "; echo $$"));
     if (!is_root()) {
-        expect_refused(r, { "--pidns " + fd_text(pid), "Operation not permitted" });
+        expect_refused(r, {"--pidns " + fd_text(pid), "Operation not permitted"});
         return;
     }
     ASSERT_EQ(r.code, 0) << r.err;
@@ -263,8 +261,8 @@ TEST_F(JoinNs, PidnsWithoutUserns)
     EXPECT_NE(l[1], "1");
     // A PID namespace nested in it must belong to its owner or below: root's
     // own user namespace is above, so the kernel refuses.
-    expect_refused(sandbox({ "--pidns", fd_text(pid), "--unshare-pid" }, { "true", m_marker }),
-        { "--pidns " + fd_text(pid), "--userns", "Invalid argument" });
+    expect_refused(sandbox({"--pidns", fd_text(pid), "--unshare-pid"}, {"true", m_marker}),
+                   {"--pidns " + fd_text(pid), "--userns", "Invalid argument"});
 }
 
 // --- --userns2 ---
@@ -279,20 +277,19 @@ TEST_F(JoinNs, Userns2SwitchesAfterSetup)
     UniqueFd outer_fd(::fcntl(outer.get(), F_DUPFD, 3));
     ASSERT_NE(inode_of(outer_fd.get()), inode_of(inner.get()));
 
-    const std::vector<std::string> base
-        = { "--userns", fd_text(outer_fd), "--unshare-pid", "--proc", "/proc" };
+    const std::vector<std::string> base = {"--userns", fd_text(outer_fd), "--unshare-pid", "--proc", "/proc"};
     Result setup = sandbox(base, print_inodes("user"));
     ASSERT_EQ(setup.code, 0) << setup.err;
     EXPECT_EQ(setup.out, inode_of(outer_fd.get()) + "\n");
 
-    Result r = sandbox(args({ base, { "--userns2", fd_text(inner) } }),
-        print_inodes("user", "; " + fd_open_test(inner.get())));
+    Result r =
+        sandbox(args({base, {"--userns2", fd_text(inner)}}), print_inodes("user", "; " + fd_open_test(inner.get())));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, inode_of(inner.get()) + "\n");
 
     // The namespace used for setup is not below itself.
-    expect_refused(sandbox(args({ base, { "--userns2", fd_text(outer_fd) } }), { "true", m_marker }),
-        { "--userns2 " + fd_text(outer_fd), "Invalid argument" });
+    expect_refused(sandbox(args({base, {"--userns2", fd_text(outer_fd)}}), {"true", m_marker}),
+                   {"--userns2 " + fd_text(outer_fd), "Invalid argument"});
 }
 
 // --- refusals: exit 1, one line, nothing left behind ---
@@ -306,19 +303,19 @@ TEST_F(JoinNs, WrongTypeOrClosedFds)
     while (::fcntl(closed, F_GETFD) >= 0)
         ++closed;
     const std::string closed_text = std::to_string(closed);
-    for (const char* option : { "--userns", "--userns2" }) {
+    for (const char* option : {"--userns", "--userns2"}) {
         SCOPED_TRACE(option);
-        expect_refused(sandbox({ option, fd_text(pid) }, { "true", m_marker }),
-            { std::string(option) + " " + fd_text(pid), "not a user namespace" });
-        expect_refused(sandbox({ option, fd_text(file) }, { "true", m_marker }),
-            { std::string(option) + " " + fd_text(file), "not a user namespace" });
-        expect_refused(sandbox({ option, closed_text }, { "true", m_marker }),
-            { std::string(option) + " " + closed_text, "Bad file descriptor" });
+        expect_refused(sandbox({option, fd_text(pid)}, {"true", m_marker}),
+                       {std::string(option) + " " + fd_text(pid), "not a user namespace"});
+        expect_refused(sandbox({option, fd_text(file)}, {"true", m_marker}),
+                       {std::string(option) + " " + fd_text(file), "not a user namespace"});
+        expect_refused(sandbox({option, closed_text}, {"true", m_marker}),
+                       {std::string(option) + " " + closed_text, "Bad file descriptor"});
     }
-    expect_refused(sandbox({ "--pidns", fd_text(user) }, { "true", m_marker }),
-        { "--pidns " + fd_text(user), "not a PID namespace" });
-    expect_refused(sandbox({ "--pidns", closed_text }, { "true", m_marker }),
-        { "--pidns " + closed_text, "Bad file descriptor" });
+    expect_refused(sandbox({"--pidns", fd_text(user)}, {"true", m_marker}),
+                   {"--pidns " + fd_text(user), "not a PID namespace"});
+    expect_refused(sandbox({"--pidns", closed_text}, {"true", m_marker}),
+                   {"--pidns " + closed_text, "Bad file descriptor"});
 }
 
 TEST_F(JoinNs, ForbiddenCombinations)
@@ -326,17 +323,16 @@ TEST_F(JoinNs, ForbiddenCombinations)
     NsHolder holder(true, false, false);
     UniqueFd user = holder.open("user");
     const std::string fd = fd_text(user);
-    expect_refused(sandbox({ "--userns", fd, "--unshare-user" }, { "true", m_marker }),
-        { "--userns not compatible --unshare-user" });
-    expect_refused(sandbox({ "--userns", fd, "--unshare-all" }, { "true", m_marker }),
-        { "--userns not compatible --unshare-user-try" });
-    expect_refused(
-        sandbox({ "--userns", fd, "--userns-block-fd", fd, "--info-fd", "1" }, { "true", m_marker }),
-        { "--userns-block-fd requires --unshare-user" });
+    expect_refused(sandbox({"--userns", fd, "--unshare-user"}, {"true", m_marker}),
+                   {"--userns not compatible --unshare-user"});
+    expect_refused(sandbox({"--userns", fd, "--unshare-all"}, {"true", m_marker}),
+                   {"--userns not compatible --unshare-user-try"});
+    expect_refused(sandbox({"--userns", fd, "--userns-block-fd", fd, "--info-fd", "1"}, {"true", m_marker}),
+                   {"--userns-block-fd requires --unshare-user"});
     // Joining the caller's own user namespace would regain capabilities there.
     UniqueFd own = open_inherited("/proc/self/ns/user");
-    expect_refused(sandbox({ "--userns", fd_text(own) }, { "true", m_marker }),
-        { "--userns " + fd_text(own), "Invalid argument" });
+    expect_refused(sandbox({"--userns", fd_text(own)}, {"true", m_marker}),
+                   {"--userns " + fd_text(own), "Invalid argument"});
 }
 
 // --- the same command lines under /usr/bin/bwrap ---
@@ -351,7 +347,7 @@ protected:
 
     static Result bwrap(const std::vector<std::string>& options, const std::vector<std::string>& command)
     {
-        return run(args({ { "/usr/bin/bwrap" }, minimal_root(), options, command }));
+        return run(args({{"/usr/bin/bwrap"}, minimal_root(), options, command}));
     }
 };
 
@@ -360,17 +356,16 @@ TEST_F(JoinNsBwrap, SameNamespacesAsBwrap)
     NsHolder holder(true, false, true);
     UniqueFd user = holder.open("user"), pid = holder.open("pid");
     const std::vector<std::vector<std::string>> cases = {
-        { "--userns", fd_text(user), "--unshare-pid", "--proc", "/proc" },
-        { "--userns", fd_text(user), "--pidns", fd_text(pid), "--proc", "/proc" },
-        { "--userns", fd_text(user), "--pidns", fd_text(pid), "--unshare-pid", "--proc", "/proc" },
+        {"--userns", fd_text(user), "--unshare-pid", "--proc", "/proc"},
+        {"--userns", fd_text(user), "--pidns", fd_text(pid), "--proc", "/proc"},
+        {"--userns", fd_text(user), "--pidns", fd_text(pid), "--unshare-pid", "--proc", "/proc"},
     };
     for (const auto& options : cases) {
         SCOPED_TRACE(options[2] + " " + options.back());
         // PIDs and new namespaces' inodes differ: whether the PID namespace
         // is the given one, and whether the command is its PID 1, do not.
-        const auto command = print_inodes("user",
-            "; [ $(stat -L -c %i /proc/self/ns/pid) = " + inode_of(pid.get())
-                + " ] && echo joined-pidns; [ $$ = 1 ] && echo pid-1; id -u");
+        const auto command = print_inodes("user", "; [ $(stat -L -c %i /proc/self/ns/pid) = " + inode_of(pid.get()) +
+                                                      " ] && echo joined-pidns; [ $$ = 1 ] && echo pid-1; id -u");
         Result c = sandbox(options, command), b = bwrap(options, command);
         ASSERT_EQ(c.code, 0) << c.err;
         EXPECT_EQ(c.code, b.code) << b.err;
@@ -382,9 +377,9 @@ TEST_F(JoinNsBwrap, SameRefusalsAsBwrap)
 {
     NsHolder holder(true, false, false);
     UniqueFd user = holder.open("user");
-    for (const char* other : { "--unshare-user", "--unshare-user-try" }) {
-        Result c = sandbox({ "--userns", fd_text(user), other }, { "true" });
-        Result b = bwrap({ "--userns", fd_text(user), other }, { "true" });
+    for (const char* other : {"--unshare-user", "--unshare-user-try"}) {
+        Result c = sandbox({"--userns", fd_text(user), other}, {"true"});
+        Result b = bwrap({"--userns", fd_text(user), other}, {"true"});
         EXPECT_EQ(c.code, 1);
         EXPECT_EQ(b.code, 1);
         // Same text after the program's name.
@@ -393,11 +388,11 @@ TEST_F(JoinNsBwrap, SameRefusalsAsBwrap)
     // Wrong types: bwrap leaves it to setns (and, for --userns2 and
     // --pidns, hangs after the failure here), so only --userns is compared.
     UniqueFd file = open_inherited("/proc/self/status");
-    Result c = sandbox({ "--userns", fd_text(file) }, { "true" });
-    Result b = bwrap({ "--userns", fd_text(file) }, { "true" });
+    Result c = sandbox({"--userns", fd_text(file)}, {"true"});
+    Result b = bwrap({"--userns", fd_text(file)}, {"true"});
     EXPECT_EQ(c.code, 1) << c.err;
     EXPECT_EQ(b.code, 1) << b.err;
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

@@ -65,13 +65,13 @@ TEST(Mounts, NothingLeaksToTheHostMountTable)
 {
     TempDir host;
     auto before = mount_table();
-    Result r = in_sandbox({"--bind", host.path(), "/data", "--tmpfs", "/data/t", "--dev", "/dev",
-                           "--unshare-pid", "--proc", "/proc"},
-                          sh("touch /data/t/x && ls /dev/null /proc/1"));
+    Result r = in_sandbox(
+        {"--bind", host.path(), "/data", "--tmpfs", "/data/t", "--dev", "/dev", "--unshare-pid", "--proc", "/proc"},
+        sh("touch /data/t/x && ls /dev/null /proc/1"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(mount_table(), before);
     EXPECT_FALSE(exists(host / "t/x"));
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

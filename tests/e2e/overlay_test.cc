@@ -128,7 +128,8 @@ TEST_F(Overlay, OverlayWritesLandInRwsrc)
     // The lower layers are untouched; only RWSRC and WORKDIR changed.
     auto after = snapshot(m_dir.path());
     for (auto* m : {&after, &m_before})
-        std::erase_if(*m, [&](const auto& kv) { return kv.first.rfind(upper(), 0) == 0 || kv.first.rfind(work(), 0) == 0; });
+        std::erase_if(
+            *m, [&](const auto& kv) { return kv.first.rfind(upper(), 0) == 0 || kv.first.rfind(work(), 0) == 0; });
     EXPECT_EQ(after, m_before);
 
     // What RWSRC holds is the top layer of the next sandbox.
@@ -151,8 +152,9 @@ TEST_F(Overlay, RoOverlayRefusesWrites)
 
 TEST_F(Overlay, OverlaysAreNosuidAndNodev)
 {
-    Result r = in_sandbox(args({sources(), {"--tmp-overlay", "/t", "--overlay-src", lower1(), "--overlay", upper(),
-                                            work(), "/w", "--unshare-pid", "--proc", "/proc"}}),
+    Result r = in_sandbox(args({sources(),
+                                {"--tmp-overlay", "/t", "--overlay-src", lower1(), "--overlay", upper(), work(), "/w",
+                                 "--unshare-pid", "--proc", "/proc"}}),
                           sh("grep -E ' /(t|w) ' /proc/self/mountinfo | cut -d' ' -f5,6"));
     ASSERT_EQ(r.code, 0) << r.err;
     for (const std::string& line : lines(r.out))
@@ -256,5 +258,5 @@ TEST(LevelPrefix, MarksErrorsFromTheSandboxSetup)
     EXPECT_EQ(ok.err, "mine\n");
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

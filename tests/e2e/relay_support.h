@@ -50,10 +50,7 @@ inline long long ms_since(Clock::time_point start)
 // xorshift64: the deterministic pseudo-random bytes of the large transfers.
 class Pattern {
 public:
-    explicit Pattern(uint64_t seed)
-        : m_state(seed ? seed : 1)
-    {
-    }
+    explicit Pattern(uint64_t seed) : m_state(seed ? seed : 1) {}
 
     // Fills `size` bytes (rounded up to whole 8-byte words: buf must have room for them).
     void fill(char* buf, size_t size)
@@ -248,10 +245,7 @@ class ThreadServer {
 public:
     using Handler = std::function<void(int fd)>;
 
-    explicit ThreadServer(Handler handler)
-        : m_handler(std::move(handler))
-    {
-    }
+    explicit ThreadServer(Handler handler) : m_handler(std::move(handler)) {}
     ~ThreadServer() { stop(); }
     ThreadServer(const ThreadServer&) = delete;
     ThreadServer& operator=(const ThreadServer&) = delete;
@@ -276,8 +270,7 @@ public:
         addr.sin_family = AF_INET;
         addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         socklen_t len = sizeof addr;
-        if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0 ||
-            ::listen(fd.get(), 4096) < 0 ||
+        if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0 || ::listen(fd.get(), 4096) < 0 ||
             ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0)
             throw std::runtime_error(std::string("listen on 127.0.0.1: ") + std::strerror(errno));
         start(std::move(fd));
@@ -322,8 +315,7 @@ private:
         close_listener();
         m_listener = std::move(listener);
         m_wake.reset(::eventfd(0, EFD_CLOEXEC));
-        m_acceptor =
-            std::thread([this, fd = m_listener.get(), wake = m_wake.get()] { accept_loop(fd, wake); });
+        m_acceptor = std::thread([this, fd = m_listener.get(), wake = m_wake.get()] { accept_loop(fd, wake); });
     }
 
     // Runs until close_listener() wakes it.
@@ -353,7 +345,7 @@ private:
                 m_threads.emplace_back([this, fd] { serve(fd); });
                 m_live.insert(fd);
             } catch (const std::exception&) {
-                ::close(fd); // out of threads: the client sees its connection closed
+                ::close(fd);  // out of threads: the client sees its connection closed
             }
         }
     }
@@ -413,11 +405,11 @@ inline void pump(int a, int b, const std::function<bool()>& stop)
 
 // What the scripted server saw; the tests wait on it.
 struct TargetState {
-    std::vector<std::string> events; // one line per finished command
-    int held = 0; // "hold" connections open now
-    int hold_ended = 0; // "hold" connections that saw EOF or an error
-    int echoes = 0; // "echo" connections finished
-    uint64_t download_sent = 0; // bytes the latest "download" has written so far
+    std::vector<std::string> events;  // one line per finished command
+    int held = 0;  // "hold" connections open now
+    int hold_ended = 0;  // "hold" connections that saw EOF or an error
+    int echoes = 0;  // "echo" connections finished
+    uint64_t download_sent = 0;  // bytes the latest "download" has written so far
 };
 
 // The host end of a relay: a Unix stream server that reads one command line per connection.
@@ -432,9 +424,7 @@ struct TargetState {
 //   hold             replies "held", waits for EOF or an error: "hold ended eof|error ..."
 class Target {
 public:
-    explicit Target(const std::string& path)
-        : m_path(path)
-        , m_server([this](int fd) { serve(fd); })
+    explicit Target(const std::string& path) : m_path(path), m_server([this](int fd) { serve(fd); })
     {
         m_server.listen_unix(path);
     }
@@ -606,7 +596,7 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_changed;
     TargetState m_state;
-    ThreadServer m_server; // last: its threads use the members above until it is destroyed
+    ThreadServer m_server;  // last: its threads use the members above until it is destroyed
 };
 
 // The end of a request head, or npos.
@@ -640,9 +630,7 @@ inline std::optional<std::string> read_head(int fd, std::string& rest)
 // Records each request as "METHOD TARGET host=HOST".
 class HttpServer {
 public:
-    explicit HttpServer(std::string body)
-        : m_body(std::move(body))
-        , m_server([this](int fd) { serve(fd); })
+    explicit HttpServer(std::string body) : m_body(std::move(body)), m_server([this](int fd) { serve(fd); })
     {
         m_port = m_server.listen_tcp();
     }
@@ -671,9 +659,8 @@ private:
             std::lock_guard lock(m_mutex);
             m_requests.push_back(method + " " + target + " host=" + host);
         }
-        send_all(fd,
-                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
-                     std::to_string(m_body.size()) + "\r\nConnection: close\r\n\r\n" + m_body);
+        send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(m_body.size()) +
+                         "\r\nConnection: close\r\n\r\n" + m_body);
         ::shutdown(fd, SHUT_WR);
         std::string ignored;
         read_to_eof(fd, ignored);
@@ -691,8 +678,7 @@ private:
 // to 127.0.0.1:port in origin form. Records each request line's "METHOD TARGET".
 class HttpProxy {
 public:
-    explicit HttpProxy(const std::string& path)
-        : m_server([this](int fd) { serve(fd); })
+    explicit HttpProxy(const std::string& path) : m_server([this](int fd) { serve(fd); })
     {
         m_server.listen_unix(path);
     }
@@ -762,10 +748,8 @@ private:
 // RLIMIT_NOFILE. Whatever still runs when this goes away is SIGKILLed and reaped.
 class Background {
 public:
-    Background(const std::vector<std::string>& args, const std::string& dir,
-               std::optional<rlim_t> nofile = {})
-        : m_out(dir + "/cocoon.out")
-        , m_err(dir + "/cocoon.err")
+    Background(const std::vector<std::string>& args, const std::string& dir, std::optional<rlim_t> nofile = {})
+        : m_out(dir + "/cocoon.out"), m_err(dir + "/cocoon.err")
     {
         std::vector<std::string> argv{cocoon_bin()};
         argv.insert(argv.end(), args.begin(), args.end());
@@ -832,4 +816,4 @@ private:
     std::optional<int> m_code;
 };
 
-} // namespace cocoon::test::relay_e2e
+}  // namespace cocoon::test::relay_e2e

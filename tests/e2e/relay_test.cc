@@ -51,7 +51,7 @@ std::string read_outcome(int fd)
 {
     char buf[256];
     ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) < 0 && errno == EINTR) { }
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) < 0 && errno == EINTR) {}
     if (n < 0)
         return std::string("error ") + std::strerror(errno);
     return n == 0 ? "eof" : "data";
@@ -177,8 +177,8 @@ int client_half_close(const std::string& host, uint16_t port)
         return fail("recv after shutdown, " + std::to_string(reply.size()) + " bytes in");
     StreamHash got;
     got.update(reply);
-    std::printf("sent %s\nreply line: %s\nreply %s\n", sent.text().c_str(),
-                reply.substr(0, reply.find('\n')).c_str(), got.text().c_str());
+    std::printf("sent %s\nreply line: %s\nreply %s\n", sent.text().c_str(), reply.substr(0, reply.find('\n')).c_str(),
+                got.text().c_str());
     return 0;
 }
 
@@ -305,8 +305,7 @@ int client_hold(const std::string& host, uint16_t port, size_t count)
         std::vector<UniqueFd> conns;
         for (size_t i = 0; i < count; ++i) {
             conns.push_back(connect_tcp(host, port));
-            if (!conns.back() || !send_all(conns.back().get(), "hold\n") ||
-                read_line(conns.back().get()) != "held")
+            if (!conns.back() || !send_all(conns.back().get(), "hold\n") || read_line(conns.back().get()) != "held")
                 std::_Exit(1);
         }
         if (::write(ready_w.get(), "r", 1) != 1)
@@ -337,9 +336,8 @@ int client_proxy_down(const std::string& host, uint16_t port)
             return;
         }
         const auto start = Clock::now();
-        const std::string outcome = send_all(fd.get(), "echo\nping\n")
-            ? read_outcome(fd.get())
-            : std::string("error ") + std::strerror(errno);
+        const std::string outcome =
+            send_all(fd.get(), "echo\nping\n") ? read_outcome(fd.get()) : std::string("error ") + std::strerror(errno);
         std::printf("%s: %s after %lld ms\n", name.c_str(), outcome.c_str(), ms_since(start));
     };
     std::printf("first: %s\n", echo_once(host, port, "first") ? "ok" : "failed");
@@ -440,17 +438,15 @@ protected:
     std::vector<std::string> sandbox(const std::vector<std::string>& extra = {}) const
     {
         return args({minimal_root(),
-                     {"--ro-bind", "/etc", "/etc", "--unshare-all", "--proc", "/proc", "--dev", "/dev",
-                      "--relay", kPortText, m_socket, "--ro-bind", m_helper, "/helper"},
+                     {"--ro-bind", "/etc", "/etc", "--unshare-all", "--proc", "/proc", "--dev", "/dev", "--relay",
+                      kPortText, m_socket, "--ro-bind", m_helper, "/helper"},
                      extra});
     }
 
     // `/helper` in sandbox(extra), as client `spec` (e.g. "echo 127.0.0.1 3128").
-    Result client(const std::string& spec, const std::vector<std::string>& extra = {},
-                  int timeout_ms = 20000) const
+    Result client(const std::string& spec, const std::vector<std::string>& extra = {}, int timeout_ms = 20000) const
     {
-        return run(args({{cocoon_bin()}, sandbox(extra), {"--setenv", kHelperEnv, spec, "/helper"}}), "",
-                   timeout_ms);
+        return run(args({{cocoon_bin()}, sandbox(extra), {"--setenv", kHelperEnv, spec, "/helper"}}), "", timeout_ms);
     }
 
     std::string client_spec(const std::string& mode, const std::string& more = "") const
@@ -498,8 +494,8 @@ TEST_F(Relay, CurlFetchesThroughTheProxy)
     EXPECT_TRUE(plain.out == page()) << "got " << plain.out.size() << " bytes, want " << page().size();
 
     // --proxytunnel: CONNECT, then the request inside the tunnel.
-    Result tunnel = run(args(
-        {{cocoon_bin()}, sandbox({"--proxy-env", kPortText}), curl, {"--proxytunnel", base + "/tunnel"}}));
+    Result tunnel =
+        run(args({{cocoon_bin()}, sandbox({"--proxy-env", kPortText}), curl, {"--proxytunnel", base + "/tunnel"}}));
     EXPECT_EQ(tunnel.code, 0) << tunnel.err;
     EXPECT_TRUE(tunnel.out == page()) << "got " << tunnel.out.size() << " bytes, want " << page().size();
 
@@ -520,8 +516,7 @@ TEST_F(Relay, NoNetworkWithoutTheProxy)
         no_env.insert(no_env.end(), {"--unsetenv", name});
 
     // The relay alone does not make curl use it: the name does not resolve, nothing is reachable.
-    Result by_name =
-        run(args({{cocoon_bin()}, sandbox(no_env), curl, {"http://cocoon-test.invalid:" + port + "/"}}));
+    Result by_name = run(args({{cocoon_bin()}, sandbox(no_env), curl, {"http://cocoon-test.invalid:" + port + "/"}}));
     EXPECT_NE(by_name.code, 0) << by_name.out;
     // With the proxy variables, but going around them: the host's loopback is not the sandbox's.
     Result around = run(args({{cocoon_bin()},
@@ -530,8 +525,8 @@ TEST_F(Relay, NoNetworkWithoutTheProxy)
                               {"--noproxy", "*", "http://127.0.0.1:" + port + "/"}}));
     EXPECT_NE(around.code, 0) << around.out;
     // NO_PROXY covers 127.0.0.1, so curl goes direct and fails in the same way.
-    Result direct = run(args(
-        {{cocoon_bin()}, sandbox({"--proxy-env", kPortText}), curl, {"http://127.0.0.1:" + port + "/"}}));
+    Result direct =
+        run(args({{cocoon_bin()}, sandbox({"--proxy-env", kPortText}), curl, {"http://127.0.0.1:" + port + "/"}}));
     EXPECT_NE(direct.code, 0) << direct.out;
 
     EXPECT_EQ(proxy.requests(), std::vector<std::string>{});
@@ -548,8 +543,7 @@ TEST_F(Relay, HostSocketIsNotVisibleInside)
         script += "if test -e '" + path + "'; then echo 'visible " + path + "'; else echo hidden; fi\n";
     script += "grep -F -e '" + m_socket + "' /proc/net/unix || echo 'not in /proc/net/unix'\n";
     script += "exec /helper\n";
-    Result r =
-        run(args({{cocoon_bin()}, sandbox({"--setenv", kHelperEnv, client_spec("echo")}), sh(script)}));
+    Result r = run(args({{cocoon_bin()}, sandbox({"--setenv", kHelperEnv, client_spec("echo")}), sh(script)}));
     EXPECT_EQ(r.code, 0) << r.err;
     // ... and yet the relay reaches it.
     EXPECT_EQ(r.out, "hidden\nhidden\nnot in /proc/net/unix\necho: ok\n") << r.err;
@@ -560,7 +554,8 @@ TEST_F(Relay, LargeTransfersArriveIntact)
     Target target(m_socket);
     constexpr uint64_t kDown = 1024 * kMiB, kUp = 256 * kMiB;
     const std::string script = "COCOON_E2E_RELAY='" + client_spec("download", std::to_string(kDown) + " 42") +
-        "' /helper && COCOON_E2E_RELAY='" + client_spec("upload", std::to_string(kUp) + " 43") + "' /helper";
+                               "' /helper && COCOON_E2E_RELAY='" + client_spec("upload", std::to_string(kUp) + " 43") +
+                               "' /helper";
     const auto start = Clock::now();
     Result r = run(args({{cocoon_bin()}, sandbox(), sh(script)}), "", 2 * kTransferBudgetMs);
     const long long elapsed = ms_since(start);
@@ -631,10 +626,9 @@ TEST_F(Relay, HalfCloseIsPassedOnBothWays)
 TEST_F(Relay, ResetIsPassedOn)
 {
     Target target(m_socket);
-    Background cocoon(
-        args({sandbox({"--bind", m_shared.path(), kShared, "--setenv", kHelperEnv, client_spec("reset")}),
-              {"/helper"}}),
-        m_dir.path());
+    Background cocoon(args({sandbox({"--bind", m_shared.path(), kShared, "--setenv", kHelperEnv, client_spec("reset")}),
+                            {"/helper"}}),
+                      m_dir.path());
     // The client reset its held connection; the server sees that connection end, while the
     // sandbox still runs.
     ASSERT_TRUE(wait_ready("client-reset")) << cocoon.out() << cocoon.err();
@@ -659,8 +653,8 @@ TEST_F(Relay, ProxyClosingMidUploadEndsOnlyThatConnection)
 {
     Target target(m_socket);
     for (int round = 0; round < 3; ++round) {
-        Result r = run(args({{cocoon_bin()}, sandbox({"--setenv", kHelperEnv, client_spec("uploadclosed", "8388608")}),
-                             {"/helper"}}));
+        Result r = run(args(
+            {{cocoon_bin()}, sandbox({"--setenv", kHelperEnv, client_spec("uploadclosed", "8388608")}), {"/helper"}}));
         ASSERT_EQ(r.code, 0) << r.out << r.err;
         EXPECT_EQ(r.out, "upload ended: the send failed\nnext: ok\n") << r.err;
     }
@@ -669,8 +663,7 @@ TEST_F(Relay, ProxyClosingMidUploadEndsOnlyThatConnection)
 
 // 1000 connections opened from inside, then a line echoed on each while all are open. cocoon runs
 // with the soft RLIMIT_NOFILE `nofile`; the test's own server raises its limit.
-void expect_thousand_connections(const std::vector<std::string>& options, const std::string& dir,
-                                 rlim_t nofile)
+void expect_thousand_connections(const std::vector<std::string>& options, const std::string& dir, rlim_t nofile)
 {
     raise_nofile();
     Target target(dir + "/proxy.sock");
@@ -687,8 +680,7 @@ void expect_thousand_connections(const std::vector<std::string>& options, const 
 TEST_F(Relay, ThousandConcurrentConnections)
 {
     // 1024 is the usual default soft limit (the hard one is higher): cocoon must cope with it.
-    expect_thousand_connections(sandbox({"--setenv", kHelperEnv, client_spec("many", "1000")}), m_dir.path(),
-                                1024);
+    expect_thousand_connections(sandbox({"--setenv", kHelperEnv, client_spec("many", "1000")}), m_dir.path(), 1024);
 }
 
 TEST_F(Relay, ThousandConcurrentConnectionsWithAmpleFds)
@@ -741,8 +733,7 @@ TEST_F(Relay, ProxyDownClosesOnlyThatConnection)
     EXPECT_GE(err.size(), 1u);
     EXPECT_LE(err.size(), 3u) << cocoon.err();
     for (const std::string& line : err)
-        EXPECT_EQ(line.rfind("cocoon: relay: 127.0.0.1:" + kPortText + " -> " + m_socket + ": ", 0), 0u)
-            << line;
+        EXPECT_EQ(line.rfind("cocoon: relay: 127.0.0.1:" + kPortText + " -> " + m_socket + ": ", 0), 0u) << line;
     EXPECT_TRUE(contains(cocoon.err(), "Connection refused")) << cocoon.err();
 }
 
@@ -760,11 +751,11 @@ TEST_F(Relay, Ipv6Loopback)
     }
     HttpServer web(page());
     HttpProxy proxy(m_socket);
-    Result curl = run(args(
-        {{cocoon_bin()},
-         sandbox(),
-         {"/usr/bin/curl", "-q", "-sS", "--fail", "--max-time", "10", "--proxy", "http://[::1]:" + kPortText,
-          "http://cocoon-test.invalid:" + std::to_string(web.port()) + "/v6"}}));
+    Result curl =
+        run(args({{cocoon_bin()},
+                  sandbox(),
+                  {"/usr/bin/curl", "-q", "-sS", "--fail", "--max-time", "10", "--proxy", "http://[::1]:" + kPortText,
+                   "http://cocoon-test.invalid:" + std::to_string(web.port()) + "/v6"}}));
     EXPECT_EQ(curl.code, 0) << curl.err;
     EXPECT_TRUE(curl.out == page()) << "got " << curl.out.size() << " bytes";
 }
@@ -790,8 +781,7 @@ TEST_F(Relay, EachPortGoesToItsSocket)
 void expect_closed_at_exit(const std::vector<std::string>& options, Target& target, const std::string& dir,
                            const std::string& marker)
 {
-    Background cocoon(args({options, {"--setenv", kHelperEnv, "hold 127.0.0.1 3128 5", "/helper", marker}}),
-                      dir);
+    Background cocoon(args({options, {"--setenv", kHelperEnv, "hold 127.0.0.1 3128 5", "/helper", marker}}), dir);
     const std::optional<int> code = cocoon.wait(10000);
     const auto exited = Clock::now();
     EXPECT_EQ(code, 0) << cocoon.out() << cocoon.err();
@@ -814,9 +804,9 @@ TEST_F(Relay, ConnectionsCloseWhenCocoonExitsWithoutPidNamespace)
     // the connections it still holds.
     Target target(m_socket);
     const std::string marker = unique_marker("cocoon-relay-hold");
-    const std::vector<std::string> options = args({minimal_root(),
-                                                   {"--unshare-net", "--dev", "/dev", "--relay", kPortText,
-                                                    m_socket, "--ro-bind", m_helper, "/helper"}});
+    const std::vector<std::string> options =
+        args({minimal_root(),
+              {"--unshare-net", "--dev", "/dev", "--relay", kPortText, m_socket, "--ro-bind", m_helper, "/helper"}});
     expect_closed_at_exit(options, target, m_dir.path(), marker);
     const std::vector<pid_t> daemons = processes_with(marker);
     EXPECT_EQ(daemons.size(), 1u) << "the daemon should still run";
@@ -838,8 +828,7 @@ protected:
     // `named`, and no process of the sandbox still running (the command would sleep for 10 s).
     void expect_refused(const std::vector<std::string>& options, const std::vector<std::string>& named)
     {
-        Background cocoon(args({minimal_root(), options, {"sh", "-c", "sleep 10; :", m_marker}}),
-                          m_dir.path());
+        Background cocoon(args({minimal_root(), options, {"sh", "-c", "sleep 10; :", m_marker}}), m_dir.path());
         EXPECT_EQ(cocoon.wait(5000), 1) << cocoon.err();
         const std::vector<pid_t> left = processes_with(m_marker);
         EXPECT_EQ(left, std::vector<pid_t>{}) << "the sandbox runs on after cocoon exited: " << cocoon.err();
@@ -881,8 +870,7 @@ TEST_F(RelayBadInput, RelativeSocket)
 TEST_F(RelayBadInput, NotASocket)
 {
     write_file(m_dir / "file", "not a socket");
-    expect_refused({"--unshare-all", "--relay", "3128", m_dir / "file"},
-                   {"--relay", m_dir / "file", "socket"});
+    expect_refused({"--unshare-all", "--relay", "3128", m_dir / "file"}, {"--relay", m_dir / "file", "socket"});
     expect_refused({"--unshare-all", "--relay", "3128", m_dir.path()}, {"--relay", m_dir.path(), "socket"});
 }
 
@@ -898,8 +886,7 @@ TEST_F(RelayBadInput, NeedsItsOwnNetwork)
 {
     Target target(m_socket);
     expect_refused({"--unshare-pid", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
-    expect_refused({"--unshare-all", "--share-net", "--relay", "3128", m_socket},
-                   {"--relay", "--unshare-net"});
+    expect_refused({"--unshare-all", "--share-net", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
 }
 
 TEST_F(RelayBadInput, BadPort)
@@ -924,5 +911,5 @@ TEST_F(RelayBadInput, SocketPathTooLong)
     expect_refused({"--unshare-all", "--relay", "3128", long_path}, {"relay", long_path});
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

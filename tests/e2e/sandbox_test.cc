@@ -137,10 +137,8 @@ TEST(Isolation, ProcDoesNotLeadBackToTheHostRoot)
 
     // The host's procfs: host init and the monitor are there, but their roots
     // are out of reach for a command without capabilities.
-    const std::string host_probe =
-        "for r in /proc/1/root /proc/$PPID/root; do cat \"$r$SECRET\" && echo LEAK; done";
-    Result host_proc =
-        in_sandbox(args({no_caps(), pass_secret, {"--ro-bind", "/proc", "/proc"}}), sh(host_probe));
+    const std::string host_probe = "for r in /proc/1/root /proc/$PPID/root; do cat \"$r$SECRET\" && echo LEAK; done";
+    Result host_proc = in_sandbox(args({no_caps(), pass_secret, {"--ro-bind", "/proc", "/proc"}}), sh(host_probe));
     EXPECT_FALSE(contains(host_proc.out, "cocoon-e2e-secret")) << host_proc.out;
     EXPECT_FALSE(contains(host_proc.out, "LEAK")) << host_proc.out;
     EXPECT_TRUE(contains(host_proc.err, secret)) << host_proc.err;  // cat did try
@@ -152,7 +150,7 @@ void expect_exit_codes(const std::vector<std::string>& options)
         const char* script;
         int code;
     };
-    for (const Case& c : {Case {"exit 0", 0}, Case {"exit 42", 42}, Case {"kill -9 $$", 137}}) {
+    for (const Case& c : {Case{"exit 0", 0}, Case{"exit 42", 42}, Case{"kill -9 $$", 137}}) {
         SCOPED_TRACE(c.script);
         Result r = in_sandbox(options, sh(c.script));
         EXPECT_EQ(r.code, c.code) << r.err;
@@ -169,8 +167,8 @@ TEST(ExitCode, CommandStatusWithPidNamespace)
     expect_exit_codes({"--unshare-pid"});
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test
 
 // cocoon keeps its set-up chain on one CPU for speed; the command and PID 1
 // must get the caller's CPU affinity back.
@@ -179,9 +177,9 @@ TEST(Scheduling, CommandKeepsTheCallersCpuAffinity)
     using namespace cocoon::test;
     std::string mine = status_field(read_file("/proc/self/status"), "Cpus_allowed_list");
     ASSERT_FALSE(mine.empty());
-    Result r = in_sandbox({"--unshare-pid", "--proc", "/proc"},
-                          sh("grep Cpus_allowed_list /proc/self/status /proc/1/status"));
+    Result r =
+        in_sandbox({"--unshare-pid", "--proc", "/proc"}, sh("grep Cpus_allowed_list /proc/self/status /proc/1/status"));
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, "/proc/self/status:Cpus_allowed_list:\t" + mine + "\n/proc/1/status:Cpus_allowed_list:\t" + mine +
-                         "\n");
+    EXPECT_EQ(r.out,
+              "/proc/self/status:Cpus_allowed_list:\t" + mine + "\n/proc/1/status:Cpus_allowed_list:\t" + mine + "\n");
 }

@@ -55,7 +55,7 @@ inline bool wait_until(const std::function<bool()>& done, int timeout_ms, int st
 struct ProcStat {
     char state = '?';
     pid_t ppid = 0, pgid = 0, sid = 0;
-    unsigned long long start = 0; // clock ticks after boot: tells a reused pid apart
+    unsigned long long start = 0;  // clock ticks after boot: tells a reused pid apart
 };
 
 inline std::optional<ProcStat> proc_stat(pid_t pid)
@@ -68,7 +68,7 @@ inline std::optional<ProcStat> proc_stat(pid_t pid)
     ProcStat st;
     in >> st.state >> st.ppid >> st.pgid >> st.sid;
     std::string skip;
-    for (int field = 7; field < 22; ++field) // tty_nr .. itrealvalue
+    for (int field = 7; field < 22; ++field)  // tty_nr .. itrealvalue
         in >> skip;
     in >> st.start;
     if (!in)
@@ -96,7 +96,7 @@ struct ProcessId {
     static ProcessId of(pid_t pid)
     {
         auto st = proc_stat(pid);
-        return { pid, st ? st->start : 0 };
+        return {pid, st ? st->start : 0};
     }
 
     // Not exited: /proc still shows it with the same start time, and not as a zombie.
@@ -147,7 +147,7 @@ inline std::set<pid_t> process_groups_under(pid_t root)
             pgid[pid] = st->pgid;
         }
     std::set<pid_t> groups;
-    std::vector<pid_t> todo { root };
+    std::vector<pid_t> todo{root};
     while (!todo.empty()) {
         pid_t pid = todo.back();
         todo.pop_back();
@@ -172,9 +172,9 @@ inline int code_of(int wait_status)
 // The command line for spawn(): cocoon, --json-status-fd kJsonFd (and --info-fd kInfoFd), `args`.
 inline std::vector<std::string> cocoon_argv(const std::vector<std::string>& args, bool info = false)
 {
-    std::vector<std::string> argv { cocoon_bin(), "--json-status-fd", std::to_string(kJsonFd) };
+    std::vector<std::string> argv{cocoon_bin(), "--json-status-fd", std::to_string(kJsonFd)};
     if (info)
-        argv.insert(argv.end(), { "--info-fd", std::to_string(kInfoFd) });
+        argv.insert(argv.end(), {"--info-fd", std::to_string(kInfoFd)});
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
 }
@@ -194,7 +194,7 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::
     if (pid != 0)
         return pid;
     ::setpgid(0, 0);
-    struct sigaction dfl { };
+    struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig)
         if (sig != SIGKILL && sig != SIGSTOP)
@@ -219,7 +219,7 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::
 // spawn(argv) with stdout and stderr on out_fd, json_fd as kJsonFd and, if given, info_fd as kInfoFd.
 inline pid_t spawn_cocoon(const std::vector<std::string>& argv, int json_fd, int out_fd, int info_fd = -1)
 {
-    std::vector<std::pair<int, int>> fds { { out_fd, 1 }, { out_fd, 2 }, { json_fd, kJsonFd } };
+    std::vector<std::pair<int, int>> fds{{out_fd, 1}, {out_fd, 2}, {json_fd, kJsonFd}};
     if (info_fd >= 0)
         fds.emplace_back(info_fd, kInfoFd);
     return spawn(argv, fds);
@@ -231,8 +231,7 @@ class Sandbox {
 public:
     // Starts cocoon with `args` as the test's child; its output goes to out_path. With info_fd,
     // cocoon also gets --info-fd on (a duplicate of) it.
-    Sandbox(const std::vector<std::string>& args, const std::string& out_path, int info_fd = -1)
-        : m_out_path(out_path)
+    Sandbox(const std::vector<std::string>& args, const std::string& out_path, int info_fd = -1) : m_out_path(out_path)
     {
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) < 0)
@@ -250,9 +249,7 @@ public:
 
     // A cocoon that another process started: its pid and the read end of its status pipe.
     Sandbox(pid_t cocoon, UniqueFd json, const std::string& out_path)
-        : m_out_path(out_path)
-        , m_cocoon(ProcessId::of(cocoon))
-        , m_json(std::move(json))
+        : m_out_path(out_path), m_cocoon(ProcessId::of(cocoon)), m_json(std::move(json))
     {
         ::fcntl(m_json.get(), F_SETFL, O_NONBLOCK);
     }
@@ -260,7 +257,7 @@ public:
     ~Sandbox()
     {
         if (m_pid1.pid <= 0)
-            wait_started(0); // PID 1 from the report, if it came: without it the sandbox would stay
+            wait_started(0);  // PID 1 from the report, if it came: without it the sandbox would stay
         if (m_pid1.running())
             ::kill(m_pid1.pid, SIGKILL);
         if (m_cocoon.running())
@@ -368,8 +365,8 @@ public:
     {
         for (pid_t pid : processes_in_pid_ns(m_pid_ns)) {
             auto st = proc_stat(pid);
-            if (st && st->ppid == m_pid1.pid
-                && contains(read_file("/proc/" + std::to_string(pid) + "/cmdline"), marker))
+            if (st && st->ppid == m_pid1.pid &&
+                contains(read_file("/proc/" + std::to_string(pid) + "/cmdline"), marker))
                 return pid;
         }
         return std::nullopt;
@@ -400,4 +397,4 @@ private:
     ino_t m_pid_ns = 0;
 };
 
-} // namespace cocoon::test
+}  // namespace cocoon::test

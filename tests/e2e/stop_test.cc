@@ -59,8 +59,8 @@ std::string describe(const std::vector<pid_t>& pids)
 {
     if (sandbox.gone_within(timeout_ms))
         return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure()
-        << "still running in the sandbox after " << timeout_ms << " ms:" << describe(sandbox.remaining());
+    return ::testing::AssertionFailure() << "still running in the sandbox after " << timeout_ms
+                                         << " ms:" << describe(sandbox.remaining());
 }
 
 bool exited_with(const std::optional<int>& status, int code)
@@ -84,16 +84,16 @@ class Stop : public ::testing::Test {
 protected:
     std::vector<std::string> options(const std::vector<std::string>& extra) const
     {
-        return args({ minimal_root(),
-            { "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--bind", m_dir.path(), m_dir.path(),
-                "--chdir", m_dir.path() },
-            extra });
+        return args({minimal_root(),
+                     {"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--bind", m_dir.path(), m_dir.path(),
+                      "--chdir", m_dir.path()},
+                     extra});
     }
 
     std::vector<std::string> agent(const std::vector<std::string>& extra, const std::string& script) const
     {
         write_file(m_dir / "agent.sh", kPrologue + script, 0755);
-        return args({ options(extra), { "sh", m_dir / "agent.sh" } });
+        return args({options(extra), {"sh", m_dir / "agent.sh"}});
     }
 
     std::unique_ptr<Sandbox> start(const std::vector<std::string>& extra, const std::string& script) const
@@ -125,9 +125,8 @@ protected:
         if (!sandbox.locate_pid_ns())
             return ::testing::AssertionFailure() << "no readable child of PID 1 " << sandbox.pid1().pid;
         if (sandbox.reported_pid_ns() && *sandbox.reported_pid_ns() != sandbox.pid_ns())
-            return ::testing::AssertionFailure()
-                << "the report names PID namespace " << *sandbox.reported_pid_ns() << ", the command runs in "
-                << sandbox.pid_ns();
+            return ::testing::AssertionFailure() << "the report names PID namespace " << *sandbox.reported_pid_ns()
+                                                 << ", the command runs in " << sandbox.pid_ns();
         return ::testing::AssertionSuccess();
     }
 
@@ -136,9 +135,8 @@ protected:
     // PID 1 forwards nothing, so the agent gets each signal exactly once.
     void group_walk_stop(const std::vector<std::string>& extra, bool agent_has_own_group)
     {
-        auto sandbox = start(extra,
-            log_traps({ "INT" }) + kTermTrap + kDaemons + ": > ready\n" + kWaitForTerm
-                + "sleep 0.3\necho done > cleanup\nexit 0\n");
+        auto sandbox = start(extra, log_traps({"INT"}) + kTermTrap + kDaemons + ": > ready\n" + kWaitForTerm +
+                                        "sleep 0.3\necho done > cleanup\nexit 0\n");
         ASSERT_TRUE(ready(*sandbox));
         auto agent_pid = sandbox->find_child_of_pid1("agent.sh");
         ASSERT_TRUE(agent_pid) << "no agent under PID 1";
@@ -166,7 +164,7 @@ protected:
         ASSERT_TRUE(log_becomes("INT\n")) << log();
         auto status = sandbox->wait_status(5000);
         EXPECT_TRUE(killed_by(status, SIGINT)) << "cocoon keeps SIGINT's default action; " << show(status);
-        sleep_ms(300); // a second INT, forwarded by PID 1 or cocoon, would be there by now
+        sleep_ms(300);  // a second INT, forwarded by PID 1 or cocoon, would be there by now
         EXPECT_EQ(log(), "INT\n");
         EXPECT_TRUE(agent.running()) << "the agent outlives cocoon until it chooses to exit";
         EXPECT_FALSE(exists(m_dir / "cleanup"));
@@ -181,7 +179,7 @@ protected:
     // cocoon SIGKILLed: with `flag`, the whole sandbox goes with it.
     void sigkill_to_cocoon(const std::string& flag)
     {
-        auto sandbox = start({ flag }, kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n");
+        auto sandbox = start({flag}, kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n");
         ASSERT_TRUE(ready(*sandbox));
         // Positive control: the scan sees the agent and both sleepers.
         ASSERT_GE(processes_in_pid_ns(sandbox->pid_ns()).size(), 3u)
@@ -233,7 +231,7 @@ TEST_F(Stop, StatusReportNamesThePidNamespace)
     std::vector<std::jthread> spinners;
     for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); ++i)
         spinners.emplace_back([](std::stop_token stop) {
-            while (!stop.stop_requested()) { }
+            while (!stop.stop_requested()) {}
         });
 
     int runs = 0;
@@ -242,8 +240,8 @@ TEST_F(Stop, StatusReportNamesThePidNamespace)
         std::vector<std::unique_ptr<Sandbox>> sandboxes;
         for (int i = 0; i < 16; ++i)
             sandboxes.push_back(std::make_unique<Sandbox>(
-                args({ minimal_root(),
-                    { "--unshare-pid", "--ro-bind", "/proc", "/proc", "readlink", "/proc/self/ns/pid" } }),
+                args({minimal_root(),
+                      {"--unshare-pid", "--ro-bind", "/proc", "/proc", "readlink", "/proc/self/ns/pid"}}),
                 m_dir / ("out" + std::to_string(i))));
         for (auto& sandbox : sandboxes) {
             auto status = sandbox->wait_status(5000);
@@ -257,8 +255,8 @@ TEST_F(Stop, StatusReportNamesThePidNamespace)
                 unnamed.push_back(report[0]);
         }
     }
-    EXPECT_TRUE(unnamed.empty()) << unnamed.size() << " of " << runs
-                                 << " reports lack \"pid-namespace\", e.g. " << unnamed.front();
+    EXPECT_TRUE(unnamed.empty()) << unnamed.size() << " of " << runs << " reports lack \"pid-namespace\", e.g. "
+                                 << unnamed.front();
 }
 
 // The same with a slow --info-fd reader: cocoon blocks on the full info pipe meanwhile. Whether the
@@ -273,15 +271,15 @@ TEST_F(Stop, StatusReportNamesThePidNamespaceBehindASlowInfoFd)
     ::fcntl(info_w.get(), F_SETPIPE_SZ, 4096);
     ::fcntl(info_w.get(), F_SETFL, O_NONBLOCK);
     const std::string chunk(4096, 'x');
-    while (::write(info_w.get(), chunk.data(), chunk.size()) > 0) { }
+    while (::write(info_w.get(), chunk.data(), chunk.size()) > 0) {}
     ::fcntl(info_w.get(), F_SETFL, 0);
 
     Sandbox sandbox(agent({}, kWaitForGo + "exit 0\n"), m_dir / "cocoon.out", info_w.get());
     info_w.reset();
-    sleep_ms(300); // the sandbox starts now, unless cocoon holds it until the reports are out
+    sleep_ms(300);  // the sandbox starts now, unless cocoon holds it until the reports are out
     ::fcntl(info_r.get(), F_SETFL, O_NONBLOCK);
     char buf[4096];
-    while (::read(info_r.get(), buf, sizeof buf) > 0) { }
+    while (::read(info_r.get(), buf, sizeof buf) > 0) {}
 
     ASSERT_TRUE(ready(sandbox));
     EXPECT_TRUE(sandbox.reported_pid_ns()) << sandbox.status_lines().front();
@@ -297,12 +295,11 @@ TEST_F(Stop, DaemonsDoNotOutliveTheAgent)
     auto sandbox = start({}, kDaemons + ": > ready\nwhile [ ! -e go ]; do sleep 0.02; done\nexit 0\n");
     ASSERT_TRUE(ready(*sandbox));
     // Positive control: the scan sees the agent and both sleepers.
-    ASSERT_GE(processes_in_pid_ns(sandbox->pid_ns()).size(), 3u)
-        << describe(processes_in_pid_ns(sandbox->pid_ns()));
+    ASSERT_GE(processes_in_pid_ns(sandbox->pid_ns()).size(), 3u) << describe(processes_in_pid_ns(sandbox->pid_ns()));
 
     write_file(m_dir / "go", "");
     const auto go = Clock::now();
-    auto status = sandbox->wait_status(5000); // the sleepers would keep it for 60 s
+    auto status = sandbox->wait_status(5000);  // the sleepers would keep it for 60 s
     EXPECT_TRUE(exited_with(status, 0)) << show(status) << sandbox->output();
     EXPECT_LT(seconds_since(go), 5.0);
     EXPECT_EQ(sandbox->last_status_line(), "{ \"exit-code\": 0 }");
@@ -316,18 +313,17 @@ TEST_F(Stop, GroupWalkReachesTheAgentOnce)
 
 TEST_F(Stop, GroupWalkReachesTheAgentOnceWithNewSession)
 {
-    group_walk_stop({ "--new-session" }, true);
+    group_walk_stop({"--new-session"}, true);
 }
 
 // Without --forward-signals, signals sent to PID 1 itself go nowhere: it neither passes them on
 // nor dies of them.
 TEST_F(Stop, Pid1ForwardsNothingByDefault)
 {
-    auto sandbox = start({},
-        log_traps({ "INT", "TERM", "HUP", "QUIT", "USR1", "USR2" })
-            + ": > ready\nwhile [ ! -e stop ]; do sleep 0.05; done\nexit 0\n");
+    auto sandbox = start({}, log_traps({"INT", "TERM", "HUP", "QUIT", "USR1", "USR2"}) +
+                                 ": > ready\nwhile [ ! -e stop ]; do sleep 0.05; done\nexit 0\n");
     ASSERT_TRUE(ready(*sandbox));
-    for (int sig : { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH })
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH})
         ::kill(sandbox->pid1().pid, sig);
     sleep_ms(300);
     EXPECT_EQ(log(), "");
@@ -342,9 +338,8 @@ TEST_F(Stop, Pid1ForwardsNothingByDefault)
 
 TEST_F(Stop, ForwardSignalsKeepsCocoonUntilTheAgentIsDone)
 {
-    auto sandbox = start({ "--forward-signals" },
-        log_traps({ "INT" }) + kTermTrap + ": > ready\n" + kWaitForTerm
-            + "sleep 0.3\necho done > cleanup\nexit 42\n");
+    auto sandbox = start({"--forward-signals"}, log_traps({"INT"}) + kTermTrap + ": > ready\n" + kWaitForTerm +
+                                                    "sleep 0.3\necho done > cleanup\nexit 42\n");
     ASSERT_TRUE(ready(*sandbox));
 
     ::kill(sandbox->pid(), SIGINT);
@@ -366,21 +361,19 @@ TEST_F(Stop, ForwardSignalsKeepsCocoonUntilTheAgentIsDone)
 // background job: dash ignores INT and QUIT there, so it logs the others.
 TEST_F(Stop, ForwardSignalsReachTheCommandsGroup)
 {
-    write_file(m_dir / "helper.sh",
-        log_traps({ "USR1", "USR2", "WINCH", "HUP" }, "helper.log")
-            + "trap 'echo TERM >> helper.log; exit 0' TERM\n"
-              ": > helper-ready\nwhile :; do sleep 0.05; done\n");
-    auto sandbox = start({ "--forward-signals" },
-        log_traps({ "USR1", "USR2", "WINCH", "HUP", "QUIT" }) + kTermTrap
-            + "sh helper.sh & helper=$!\n"
-              "while [ ! -e helper-ready ]; do sleep 0.02; done\n"
-              ": > ready\n"
-            + kWaitForTerm + "wait $helper\necho done > cleanup\nexit 5\n");
+    write_file(m_dir / "helper.sh", log_traps({"USR1", "USR2", "WINCH", "HUP"}, "helper.log") +
+                                        "trap 'echo TERM >> helper.log; exit 0' TERM\n"
+                                        ": > helper-ready\nwhile :; do sleep 0.05; done\n");
+    auto sandbox = start({"--forward-signals"}, log_traps({"USR1", "USR2", "WINCH", "HUP", "QUIT"}) + kTermTrap +
+                                                    "sh helper.sh & helper=$!\n"
+                                                    "while [ ! -e helper-ready ]; do sleep 0.02; done\n"
+                                                    ": > ready\n" +
+                                                    kWaitForTerm + "wait $helper\necho done > cleanup\nexit 5\n");
     ASSERT_TRUE(ready(*sandbox));
 
     std::string expected, helper_expected;
-    for (auto [sig, name] : { std::pair { SIGUSR1, "USR1" }, { SIGUSR2, "USR2" }, { SIGWINCH, "WINCH" },
-             { SIGHUP, "HUP" }, { SIGQUIT, "QUIT" } }) {
+    for (auto [sig, name] :
+         {std::pair{SIGUSR1, "USR1"}, {SIGUSR2, "USR2"}, {SIGWINCH, "WINCH"}, {SIGHUP, "HUP"}, {SIGQUIT, "QUIT"}}) {
         SCOPED_TRACE(name);
         ::kill(sandbox->pid(), sig);
         expected += std::string(name) + "\n";
@@ -403,8 +396,8 @@ TEST_F(Stop, ForwardSignalsReachTheCommandsGroup)
 // running; one second later everything is SIGKILLed and cocoon exits 137.
 TEST_F(Stop, KillAfterEndsAnAgentThatIgnoresTerm)
 {
-    auto sandbox = start({ "--kill-after", "1" },
-        log_traps({ "INT", "TERM", "HUP" }) + kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n");
+    auto sandbox = start({"--kill-after", "1"},
+                         log_traps({"INT", "TERM", "HUP"}) + kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n");
     ASSERT_TRUE(ready(*sandbox));
 
     const auto sent = Clock::now();
@@ -421,8 +414,8 @@ TEST_F(Stop, KillAfterEndsAnAgentThatIgnoresTerm)
 
 TEST_F(Stop, KillAfterEndsAForwardedAgentThatIgnoresTerm)
 {
-    auto sandbox = start({ "--forward-signals", "--kill-after", "1" },
-        log_traps({ "TERM" }) + kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n");
+    auto sandbox = start({"--forward-signals", "--kill-after", "1"},
+                         log_traps({"TERM"}) + kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n");
     ASSERT_TRUE(ready(*sandbox));
 
     const auto sent = Clock::now();
@@ -439,8 +432,8 @@ TEST_F(Stop, KillAfterEndsAForwardedAgentThatIgnoresTerm)
 // The timer is a deadline, not a delay: an agent that stops at once gives its own status.
 TEST_F(Stop, KillAfterLetsAPromptAgentFinish)
 {
-    auto sandbox = start({ "--forward-signals", "--kill-after", "5" },
-        "trap 'exit 3' TERM\n: > ready\nwhile :; do sleep 0.05; done\n");
+    auto sandbox = start({"--forward-signals", "--kill-after", "5"},
+                         "trap 'exit 3' TERM\n: > ready\nwhile :; do sleep 0.05; done\n");
     ASSERT_TRUE(ready(*sandbox));
 
     const auto sent = Clock::now();
@@ -469,7 +462,7 @@ bool read_within(int fd, void* buf, size_t size, int timeout_ms)
     size_t done = 0;
     while (done < size) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-        pollfd pfd { fd, POLLIN, 0 };
+        pollfd pfd{fd, POLLIN, 0};
         if (left <= 0 || (::poll(&pfd, 1, static_cast<int>(left)) < 0 && errno != EINTR))
             return false;
         ssize_t n = ::read(fd, static_cast<char*>(buf) + done, size - done);
@@ -526,8 +519,7 @@ public:
     bool end_thread()
     {
         char joined = 0;
-        return ::write(m_control.get(), "t", 1) == 1 && read_within(m_report.get(), &joined, 1, 5000)
-            && joined == 'j';
+        return ::write(m_control.get(), "t", 1) == 1 && read_within(m_report.get(), &joined, 1, 5000) && joined == 'j';
     }
 
     // Ends the process, a normal exit or SIGKILL, and reaps it; false if it did not exit by itself.
@@ -536,7 +528,7 @@ public:
         if (kill)
             ::kill(m_pid, SIGKILL);
         else
-            m_control.reset(); // EOF: it exits 0
+            m_control.reset();  // EOF: it exits 0
         bool exited = wait_until([&] { return ::waitpid(m_pid, nullptr, WNOHANG) == m_pid; }, 5000, 5);
         if (!exited) {
             ::kill(m_pid, SIGKILL);
@@ -547,8 +539,8 @@ public:
     }
 
 private:
-    [[noreturn]] static void intermediate(const std::vector<std::string>& argv, int json[2],
-        int report_pipe[2], int control_pipe[2], int out, bool from_thread)
+    [[noreturn]] static void intermediate(const std::vector<std::string>& argv, int json[2], int report_pipe[2],
+                                          int control_pipe[2], int out, bool from_thread)
     {
         ::close(json[0]);
         ::close(report_pipe[0]);
@@ -556,7 +548,7 @@ private:
         const int report = report_pipe[1], control = control_pipe[0];
         auto read_control = [control] {
             char byte;
-            while (::read(control, &byte, 1) < 0 && errno == EINTR) { }
+            while (::read(control, &byte, 1) < 0 && errno == EINTR) {}
         };
         auto launch = [&] {
             pid_t cocoon = spawn_cocoon(argv, json[1], out);
@@ -566,13 +558,13 @@ private:
         if (from_thread) {
             std::thread([&] {
                 launch();
-                read_control(); // "t": end this thread
+                read_control();  // "t": end this thread
             }).join();
             (void)!::write(report, "j", 1);
         } else {
             launch();
         }
-        read_control(); // EOF: exit
+        read_control();  // EOF: exit
         ::_exit(0);
     }
 
@@ -587,22 +579,20 @@ protected:
     // sandbox (nor cocoon) may remain within a second.
     void parent_death(bool from_thread, bool kill)
     {
-        IntermediateParent parent(
-            agent({ "--die-with-parent" }, kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n"),
-            m_dir / "cocoon.out", from_thread);
+        IntermediateParent parent(agent({"--die-with-parent"}, kDaemons + ": > ready\nwhile :; do sleep 0.05; done\n"),
+                                  m_dir / "cocoon.out", from_thread);
         Sandbox& sandbox = parent.sandbox();
         ASSERT_TRUE(ready(sandbox));
         // The agent and both sleepers (the agent's short sleeps come and go).
         auto agent_pid = sandbox.find_child_of_pid1("agent.sh");
         ASSERT_TRUE(agent_pid) << "no agent under PID 1";
-        std::vector<ProcessId> lasting { ProcessId::of(*agent_pid) };
+        std::vector<ProcessId> lasting{ProcessId::of(*agent_pid)};
         for (pid_t pid : processes_in_pid_ns(sandbox.pid_ns())) {
             const std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-            if (cmdline
-                    == std::string("sleep\0"
-                                   "60\0",
-                        9)
-                || contains(cmdline, "> daemon"))
+            if (cmdline == std::string("sleep\0"
+                                       "60\0",
+                                       9) ||
+                contains(cmdline, "> daemon"))
                 lasting.push_back(ProcessId::of(pid));
         }
         ASSERT_EQ(lasting.size(), 3u) << describe(processes_in_pid_ns(sandbox.pid_ns()));
@@ -615,7 +605,7 @@ protected:
             EXPECT_TRUE(sandbox.running()) << sandbox.output();
             EXPECT_TRUE(sandbox.pid1().running());
             for (const ProcessId& process : lasting)
-                EXPECT_TRUE(process.running()) << describe({ process.pid });
+                EXPECT_TRUE(process.running()) << describe({process.pid});
         }
 
         ASSERT_TRUE(parent.end(kill)) << "the intermediate parent did not exit";
@@ -642,11 +632,11 @@ TEST_F(StopParent, ThreadEndIsNotParentDeath)
 TEST(StopOptions, ForwardSignalsAndKillAfterNeedAPidNamespace)
 {
     TempDir dir;
-    const std::vector<std::string> touch = { "touch", dir / "ran" };
-    for (const std::vector<std::string>& option : { std::vector<std::string> { "--forward-signals" },
-             std::vector<std::string> { "--kill-after", "1" } }) {
+    const std::vector<std::string> touch = {"touch", dir / "ran"};
+    for (const std::vector<std::string>& option :
+         {std::vector<std::string>{"--forward-signals"}, std::vector<std::string>{"--kill-after", "1"}}) {
         SCOPED_TRACE(option[0]);
-        Result r = cocoon(args({ minimal_root(), { "--bind", dir.path(), dir.path() }, option, touch }));
+        Result r = cocoon(args({minimal_root(), {"--bind", dir.path(), dir.path()}, option, touch}));
         EXPECT_EQ(r.code, 1);
         EXPECT_EQ(r.out, "");
         EXPECT_EQ(r.err.rfind("cocoon: ", 0), 0u) << r.err;
@@ -657,12 +647,13 @@ TEST(StopOptions, ForwardSignalsAndKillAfterNeedAPidNamespace)
         EXPECT_FALSE(exists(dir / "ran"));
     }
     // Positive control: with a PID namespace the same command runs.
-    Result r = cocoon(args({ minimal_root(),
-        { "--bind", dir.path(), dir.path(), "--unshare-pid", "--forward-signals", "--kill-after", "1" },
-        touch }));
+    Result r =
+        cocoon(args({minimal_root(),
+                     {"--bind", dir.path(), dir.path(), "--unshare-pid", "--forward-signals", "--kill-after", "1"},
+                     touch}));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(exists(dir / "ran"));
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

@@ -29,7 +29,7 @@ std::string bwrap_unusable()
 {
     if (::access(kBwrap, X_OK) != 0)
         return std::string(kBwrap) + " is not installed (tools/test installs bubblewrap)";
-    Result r = run(args({ { kBwrap, "--unshare-user" }, minimal_root(), { "true" } }));
+    Result r = run(args({{kBwrap, "--unshare-user"}, minimal_root(), {"true"}}));
     if (r.code != 0)
         return "bwrap cannot make a sandbox for this user here: " + r.err;
     return "";
@@ -37,9 +37,9 @@ std::string bwrap_unusable()
 
 // program minimal_root() options command: cocoon or bwrap, same arguments.
 Result sandbox_with(const std::string& program, const std::vector<std::string>& options,
-    const std::vector<std::string>& command)
+                    const std::vector<std::string>& command)
 {
-    return run(args({ { program }, minimal_root(), options, command }));
+    return run(args({{program}, minimal_root(), options, command}));
 }
 
 // Tries three ways to get a new user namespace; prints one line each.
@@ -52,9 +52,10 @@ const std::string kAllOk = "unshare=ok\nmap-root=ok\ngrandchild=ok\n";
 
 // The process layouts a sandbox can have: PID 1 reaper and command, the
 // command as PID 1, no PID namespace at all (the host's /proc bound in).
-const std::vector<std::vector<std::string>> kLayouts { { "--unshare-pid", "--proc", "/proc" },
-    { "--unshare-pid", "--as-pid-1", "--proc", "/proc" }, { "--unshare-all", "--proc", "/proc" },
-    { "--bind", "/proc", "/proc" } };
+const std::vector<std::vector<std::string>> kLayouts{{"--unshare-pid", "--proc", "/proc"},
+                                                     {"--unshare-pid", "--as-pid-1", "--proc", "/proc"},
+                                                     {"--unshare-all", "--proc", "/proc"},
+                                                     {"--bind", "/proc", "/proc"}};
 
 // --- --disable-userns ---
 
@@ -63,14 +64,14 @@ TEST(DisableUserns, TheCommandCannotCreateUserNamespaces)
     const std::string host_limit = read_file("/proc/sys/user/max_user_namespaces");
     for (const auto& layout : kLayouts) {
         SCOPED_TRACE(layout[1]);
-        Result r = in_sandbox(args({ { "--unshare-user", "--disable-userns" }, layout }), sh(kTryUserns));
+        Result r = in_sandbox(args({{"--unshare-user", "--disable-userns"}, layout}), sh(kTryUserns));
         EXPECT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(r.out, kAllRefused) << r.err;
         // The kernel's answer to a user namespace over the limit.
         EXPECT_TRUE(contains(r.err, "No space left on device")) << r.err;
 
         // Control: the same command line without the option.
-        Result c = in_sandbox(args({ { "--unshare-user" }, layout }), sh(kTryUserns));
+        Result c = in_sandbox(args({{"--unshare-user"}, layout}), sh(kTryUserns));
         EXPECT_EQ(c.code, 0) << c.err;
         EXPECT_EQ(c.out, kAllOk) << c.err;
     }
@@ -84,16 +85,15 @@ TEST(DisableUserns, CapabilitiesInsideCannotLiftTheLimit)
     // own namespace, and the host's /proc, whose sysctls it may then write.
     // Raising its own namespace's limit does not help: the one above counts.
     const std::string script = "echo 100 > /proc/sys/user/max_user_namespaces && echo raised; " + kTryUserns;
-    Result r = in_sandbox({ "--unshare-user", "--disable-userns", "--uid", "0", "--gid", "0", "--cap-add",
-                              "ALL", "--bind", "/proc", "/proc" },
-        sh(script));
+    Result r = in_sandbox({"--unshare-user", "--disable-userns", "--uid", "0", "--gid", "0", "--cap-add", "ALL",
+                           "--bind", "/proc", "/proc"},
+                          sh(script));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "raised\n" + kAllRefused) << r.err;
 
     // Control: the same command line without the option gets its namespaces.
     Result c = in_sandbox(
-        { "--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL", "--bind", "/proc", "/proc" },
-        sh(script));
+        {"--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL", "--bind", "/proc", "/proc"}, sh(script));
     EXPECT_EQ(c.out, "raised\n" + kAllOk) << c.err;
 }
 
@@ -101,17 +101,16 @@ TEST(DisableUserns, KeepsTheIdsAndTakesAwayCapabilities)
 {
     const std::string script = "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map | tr -s ' '; "
                                "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status";
-    const std::vector<std::string> options { "--unshare-user", "--disable-userns", "--uid", "5", "--gid", "6",
-        "--unshare-pid", "--proc", "/proc" };
-    Result r = in_sandbox(args({ options, no_caps() }), sh(script));
+    const std::vector<std::string> options{"--unshare-user", "--disable-userns", "--uid", "5", "--gid", "6",
+                                           "--unshare-pid",  "--proc",           "/proc"};
+    Result r = in_sandbox(args({options, no_caps()}), sh(script));
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out,
-        "5\n6\n 5 5 1\n 6 6 1\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
-        "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n");
+    EXPECT_EQ(r.out, "5\n6\n 5 5 1\n 6 6 1\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+                     "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n");
 
     if (std::string why = bwrap_unusable(); !why.empty())
         GTEST_SKIP() << "differential part skipped: " << why;
-    Result b = sandbox_with(kBwrap, args({ options, { "--cap-drop", "ALL" } }), sh(script));
+    Result b = sandbox_with(kBwrap, args({options, {"--cap-drop", "ALL"}}), sh(script));
     EXPECT_EQ(b.code, 0) << b.err;
     EXPECT_EQ(r.out, b.out);
 }
@@ -120,9 +119,9 @@ TEST(DisableUserns, SameOutcomeAsBwrap)
 {
     if (std::string why = bwrap_unusable(); !why.empty())
         GTEST_SKIP() << why;
-    for (bool disable : { true, false }) {
+    for (bool disable : {true, false}) {
         SCOPED_TRACE(disable ? "--disable-userns" : "control");
-        std::vector<std::string> options { "--unshare-user", "--unshare-pid", "--proc", "/proc" };
+        std::vector<std::string> options{"--unshare-user", "--unshare-pid", "--proc", "/proc"};
         if (disable)
             options.push_back("--disable-userns");
         Result c = sandbox_with(cocoon_bin(), options, sh(kTryUserns));
@@ -140,11 +139,10 @@ const std::string kNotDisabled = "creation of new user namespaces was not disabl
 TEST(AssertUsernsDisabled, FailsWhereUserNamespacesCanBeCreated)
 {
     TempDir out;
-    for (auto options :
-        { std::vector<std::string> {}, { "--unshare-user" }, { "--unshare-user", "--unshare-pid" } }) {
+    for (auto options : {std::vector<std::string>{}, {"--unshare-user"}, {"--unshare-user", "--unshare-pid"}}) {
         SCOPED_TRACE(options.empty() ? "no options" : options.back());
-        Result r = in_sandbox(args({ options, { "--bind", out.path(), "/out", "--assert-userns-disabled" } }),
-            sh("touch /out/ran"));
+        Result r = in_sandbox(args({options, {"--bind", out.path(), "/out", "--assert-userns-disabled"}}),
+                              sh("touch /out/ran"));
         EXPECT_EQ(r.code, 1);
         EXPECT_EQ(r.err, "cocoon: " + kNotDisabled + "\n");
         EXPECT_FALSE(exists(out / "ran")) << "the command ran";
@@ -153,8 +151,7 @@ TEST(AssertUsernsDisabled, FailsWhereUserNamespacesCanBeCreated)
 
 TEST(AssertUsernsDisabled, PassesWithDisableUserns)
 {
-    Result r
-        = in_sandbox({ "--unshare-user", "--disable-userns", "--assert-userns-disabled" }, sh("echo ran"));
+    Result r = in_sandbox({"--unshare-user", "--disable-userns", "--assert-userns-disabled"}, sh("echo ran"));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "ran\n");
 }
@@ -167,11 +164,12 @@ TEST(AssertUsernsDisabled, OnlyLooks)
 {
     // /proc for the sanitizer runtime of an ASan build; /tmp is where cocoon
     // builds its new root.
-    const std::vector<std::string> outer { "--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL",
-        "--unshare-pid", "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", cocoon_bin(), "/cocoon" };
-    const std::vector<std::string> inner = args(
-        { { "/cocoon" }, minimal_root(), { "--assert-userns-disabled", "sh", "-c", "echo inner ran" } });
-    Result r = in_sandbox(args({ outer, { "--disable-userns" } }), inner);
+    const std::vector<std::string> outer{
+        "--unshare-user", "--uid", "0",       "--gid", "0",         "--cap-add",  "ALL",    "--unshare-pid",
+        "--proc",         "/proc", "--tmpfs", "/tmp",  "--ro-bind", cocoon_bin(), "/cocoon"};
+    const std::vector<std::string> inner =
+        args({{"/cocoon"}, minimal_root(), {"--assert-userns-disabled", "sh", "-c", "echo inner ran"}});
+    Result r = in_sandbox(args({outer, {"--disable-userns"}}), inner);
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "inner ran\n");
 
@@ -185,8 +183,8 @@ TEST(AssertUsernsDisabled, SameOutcomeAsBwrap)
 {
     if (std::string why = bwrap_unusable(); !why.empty())
         GTEST_SKIP() << why;
-    for (auto options : { std::vector<std::string> { "--unshare-user", "--assert-userns-disabled" },
-             { "--unshare-user", "--disable-userns", "--assert-userns-disabled" } }) {
+    for (auto options : {std::vector<std::string>{"--unshare-user", "--assert-userns-disabled"},
+                         {"--unshare-user", "--disable-userns", "--assert-userns-disabled"}}) {
         SCOPED_TRACE(options[1]);
         Result c = sandbox_with(cocoon_bin(), options, sh("echo ran"));
         Result b = sandbox_with(kBwrap, options, sh("echo ran"));
@@ -211,7 +209,7 @@ protected:
     void TearDown() override
     {
         EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t> {}) << "a process outlived cocoon";
+        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
         EXPECT_EQ(listing(m_dir.path()), m_files) << "files appeared on the host";
     }
 
@@ -219,8 +217,8 @@ protected:
     // leave a file behind); both must refuse with `message`.
     void expect_refused(const std::vector<std::string>& options, const std::string& message)
     {
-        const std::vector<std::string> command { "sh", "-c", "touch /out/ran", m_marker };
-        const std::vector<std::string> all = args({ { "--bind", m_dir.path(), "/out" }, options });
+        const std::vector<std::string> command{"sh", "-c", "touch /out/ran", m_marker};
+        const std::vector<std::string> all = args({{"--bind", m_dir.path(), "/out"}, options});
         Result r = sandbox_with(cocoon_bin(), all, command);
         EXPECT_EQ(r.code, 1);
         EXPECT_EQ(r.out, "");
@@ -233,8 +231,7 @@ protected:
         EXPECT_EQ(b.code, 1);
         // cocoon names the label option after bwrap's words.
         EXPECT_EQ(b.err.rfind("bwrap: ", 0), 0u) << b.err;
-        EXPECT_TRUE(contains(r.err, b.err.substr(7, b.err.size() - 8)))
-            << "bwrap: " << b.err << "cocoon: " << r.err;
+        EXPECT_TRUE(contains(r.err, b.err.substr(7, b.err.size() - 8))) << "bwrap: " << b.err << "cocoon: " << r.err;
     }
 
     TempDir m_dir;
@@ -245,30 +242,30 @@ protected:
 
 TEST_F(Refused, DisableUsernsWithoutUnshareUser)
 {
-    expect_refused({ "--disable-userns" }, "--disable-userns requires --unshare-user");
-    expect_refused({ "--unshare-all", "--disable-userns" }, "--disable-userns requires --unshare-user");
-    expect_refused({ "--unshare-user-try", "--disable-userns" }, "--disable-userns requires --unshare-user");
+    expect_refused({"--disable-userns"}, "--disable-userns requires --unshare-user");
+    expect_refused({"--unshare-all", "--disable-userns"}, "--disable-userns requires --unshare-user");
+    expect_refused({"--unshare-user-try", "--disable-userns"}, "--disable-userns requires --unshare-user");
 }
 
 TEST_F(Refused, DisableUsernsWithUsernsBlockFd)
 {
-    expect_refused({ "--unshare-user", "--disable-userns", "--info-fd", "1", "--userns-block-fd", "0" },
-        "--disable-userns is not compatible with  --userns-block-fd");
+    expect_refused({"--unshare-user", "--disable-userns", "--info-fd", "1", "--userns-block-fd", "0"},
+                   "--disable-userns is not compatible with  --userns-block-fd");
 }
 
 TEST_F(Refused, SelinuxLabels)
 {
-    expect_refused({ "--exec-label", "system_u:system_r:container_t:s0" },
-        "labeling not supported on this system (--exec-label)");
-    expect_refused({ "--file-label", "system_u:object_r:container_file_t:s0" },
-        "labeling not supported on this system (--file-label)");
+    expect_refused({"--exec-label", "system_u:system_r:container_t:s0"},
+                   "labeling not supported on this system (--exec-label)");
+    expect_refused({"--file-label", "system_u:object_r:container_file_t:s0"},
+                   "labeling not supported on this system (--file-label)");
 }
 
 TEST_F(Refused, AssertUsernsDisabledWhereTheyAreNot)
 {
     // Refused inside the sandbox, before the command: it must not have run.
-    expect_refused({ "--unshare-user", "--assert-userns-disabled" }, kNotDisabled);
-    expect_refused({ "--unshare-user", "--unshare-pid", "--assert-userns-disabled" }, kNotDisabled);
+    expect_refused({"--unshare-user", "--assert-userns-disabled"}, kNotDisabled);
+    expect_refused({"--unshare-user", "--unshare-pid", "--assert-userns-disabled"}, kNotDisabled);
 }
 
 // --- /dev/console ---
@@ -323,13 +320,13 @@ private:
 // controlling terminal. The command reports on stderr.
 Result with_terminal(const std::string& program, const std::string& redirect, const std::string& script)
 {
-    return run(args({ { "/bin/sh", "-c", "exec \"$@\" " + redirect, "sh", program }, minimal_root(),
-        { "--dev", "/dev" }, sh(script) }));
+    return run(args(
+        {{"/bin/sh", "-c", "exec \"$@\" " + redirect, "sh", program}, minimal_root(), {"--dev", "/dev"}, sh(script)}));
 }
 
-const std::string kConsole
-    = "if [ -e /dev/console ]; then stat -c %t:%T /dev/console >&2; echo via-console > /dev/console; "
-      "else echo absent >&2; fi";
+const std::string kConsole =
+    "if [ -e /dev/console ]; then stat -c %t:%T /dev/console >&2; echo via-console > /dev/console; "
+    "else echo absent >&2; fi";
 
 TEST(Console, IsTheTerminalOnStdout)
 {
@@ -346,11 +343,11 @@ TEST(Console, AbsentWithoutATerminalOnStdout)
 {
     Pty pty;
     // bwrap's rule looks at stdout only: a terminal on stdin or stderr is not enough.
-    for (const std::string& redirect : { std::string(), "<" + pty.name(), "2>" + pty.name() }) {
+    for (const std::string& redirect : {std::string(), "<" + pty.name(), "2>" + pty.name()}) {
         SCOPED_TRACE(redirect);
         const std::string script = redirect.rfind("2>", 0) == 0
-            ? "[ -e /dev/console ] && echo present || echo absent"
-            : "[ -e /dev/console ] && echo present >&2 || echo absent >&2";
+                                       ? "[ -e /dev/console ] && echo present || echo absent"
+                                       : "[ -e /dev/console ] && echo present >&2 || echo absent >&2";
         Result r = with_terminal(cocoon_bin(), redirect, script);
         EXPECT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(r.out + r.err, "absent\n");
@@ -362,7 +359,7 @@ TEST(Console, SameAsBwrap)
     if (std::string why = bwrap_unusable(); !why.empty())
         GTEST_SKIP() << why;
     Pty pty;
-    for (const std::string& redirect : { ">" + pty.name(), "<" + pty.name(), std::string() }) {
+    for (const std::string& redirect : {">" + pty.name(), "<" + pty.name(), std::string()}) {
         SCOPED_TRACE(redirect);
         Result c = with_terminal(cocoon_bin(), redirect, kConsole);
         Result b = with_terminal(kBwrap, redirect, kConsole);
@@ -372,5 +369,5 @@ TEST(Console, SameAsBwrap)
     }
 }
 
-} // namespace
-} // namespace cocoon::test
+}  // namespace
+}  // namespace cocoon::test

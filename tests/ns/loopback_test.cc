@@ -70,7 +70,7 @@ bool tcp_round_trip(int family)
     return accepted.valid() && write(client.get(), "x", 1) == 1;
 }
 
-} // namespace
+}  // namespace
 
 TEST(Loopback, DownInAFreshNamespace)
 {
@@ -115,7 +115,9 @@ TEST(Loopback, FailsClearlyWithoutPrivilege)
             net::loopback_up();
         } catch (const std::exception& e) {
             std::string what = e.what();
-            _exit(what.find("lo") != std::string::npos && what.find("Operation not permitted") != std::string::npos ? 0 : 3);
+            _exit(what.find("lo") != std::string::npos && what.find("Operation not permitted") != std::string::npos
+                      ? 0
+                      : 3);
         }
         _exit(4);
     }

@@ -48,12 +48,12 @@ int in_new_namespaces(const std::function<void()>& body)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-#define CHILD_CHECK(cond)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            _exit(__LINE__ % 100 + 1);                                                     \
-        }                                                                                  \
+#define CHILD_CHECK(cond)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            _exit(__LINE__ % 100 + 1);                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 bool is_dir(const char* path)
@@ -76,7 +76,7 @@ mount::Plan usr_root(std::vector<mount::Op> more = {})
     return mount::make_plan(ops);
 }
 
-} // namespace
+}  // namespace
 
 TEST(MountApply, BuildsNewRootAndHidesTheHost)
 {

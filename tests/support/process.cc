@@ -156,8 +156,8 @@ std::vector<pid_t> processes_with(const std::string& marker)
 
 std::vector<std::string> minimal_root()
 {
-    return {"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"};
+    return {"--ro-bind", "/usr",      "/usr",    "--symlink", "usr/bin",   "/bin",      "--symlink", "usr/sbin",
+            "/sbin",     "--symlink", "usr/lib", "/lib",      "--symlink", "usr/lib64", "/lib64"};
 }
 
 bool is_root()
@@ -165,4 +165,4 @@ bool is_root()
     return getuid() == 0;
 }
 
-} // namespace cocoon::test
+}  // namespace cocoon::test

@@ -55,4 +55,4 @@ std::vector<std::string> minimal_root();
 
 bool is_root();
 
-} // namespace cocoon::test
+}  // namespace cocoon::test

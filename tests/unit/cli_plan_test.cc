@@ -43,7 +43,7 @@ int run_main(std::vector<std::string> args)
     return tools::cocoon_main(static_cast<int>(args.size()), argv.data());
 }
 
-} // namespace
+}  // namespace
 
 TEST(ParseArgs, SplitsAtDoubleDash)
 {
@@ -70,9 +70,9 @@ TEST(ParseArgs, OptionArgumentsAreNotTheCommand)
 
 TEST(ParseArgs, KeepsMountOrderAndRepeats)
 {
-    Options o = parse_args({"--tmpfs", "/a", "--ro-bind", "/s", "/a/b", "--bind-try", "/t", "/c", "--dev", "/dev",
-                            "--symlink", "usr/lib", "/lib", "--remount-ro", "/a", "--dir", "/d", "--proc", "/proc",
-                            "--dev-bind", "/x", "/y", "true"});
+    Options o = parse_args({"--tmpfs", "/a",     "--ro-bind", "/s",         "/a/b", "--bind-try",   "/t",  "/c",
+                            "--dev",   "/dev",   "--symlink", "usr/lib",    "/lib", "--remount-ro", "/a",  "--dir",
+                            "/d",      "--proc", "/proc",     "--dev-bind", "/x",   "/y",           "true"});
     ASSERT_EQ(o.mounts.size(), 9u);
     EXPECT_TRUE(std::holds_alternative<mount::Tmpfs>(o.mounts[0]));
     EXPECT_EQ(std::get<mount::Bind>(o.mounts[1]).kind, mount::BindKind::ReadOnly);
@@ -125,7 +125,8 @@ TEST(MakePlan, RootNeedsToAskForUserNamespace)
 {
     EXPECT_EQ(tools::make_launch_plan(parse_args({"true"}), root_host()).clone_flags,
               static_cast<unsigned long long>(CLONE_NEWNS));
-    EXPECT_TRUE(tools::make_launch_plan(parse_args({"--unshare-user", "true"}), root_host()).clone_flags & CLONE_NEWUSER);
+    EXPECT_TRUE(tools::make_launch_plan(parse_args({"--unshare-user", "true"}), root_host()).clone_flags &
+                CLONE_NEWUSER);
     tools::HostFacts no_userns = root_host();
     no_userns.has_user_ns = false;
     EXPECT_FALSE(tools::make_launch_plan(parse_args({"--unshare-user-try", "true"}), no_userns).clone_flags &
@@ -174,7 +175,8 @@ TEST(MakePlan, AmbientOnlyForAddedCapsOfNonRootUid)
 
 TEST(MakePlan, EnvironmentIsEdited)
 {
-    ns::LaunchPlan p = tools::make_launch_plan(parse_args({"--unsetenv", "HOME", "--setenv", "X", "y", "true"}), user_host());
+    ns::LaunchPlan p =
+        tools::make_launch_plan(parse_args({"--unsetenv", "HOME", "--setenv", "X", "y", "true"}), user_host());
     EXPECT_EQ(p.env, (std::vector<std::string>{"PATH=/usr/bin", "X=y"}));
 }
 
@@ -195,7 +197,8 @@ TEST(CocoonMain, HelpListsEveryOption)
     testing::internal::CaptureStdout();
     EXPECT_EQ(run_main({"cocoon", "--help"}), 0);
     std::string help = testing::internal::GetCapturedStdout();
-    for (const char* opt : {"--bind SRC DEST", "--ro-bind-try SRC DEST", "--unshare-all", "--cap-drop CAP", "--proc DEST"})
+    for (const char* opt :
+         {"--bind SRC DEST", "--ro-bind-try SRC DEST", "--unshare-all", "--cap-drop CAP", "--proc DEST"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 
@@ -206,10 +209,10 @@ TEST(ParseArgs, RelayAndProxyEnv)
     EXPECT_EQ(o.relays[0].port, 3128);
     EXPECT_EQ(o.relays[0].socket, "/run/proxy.sock");
     ns::LaunchPlan p = tools::make_launch_plan(o, user_host());
-    for (const char* entry : {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
-                              "http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
-                              "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1,localhost,::1",
-                              "no_proxy=127.0.0.1,localhost,::1", "NODE_USE_ENV_PROXY=1"})
+    for (const char* entry :
+         {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
+          "https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=127.0.0.1,localhost,::1",
+          "no_proxy=127.0.0.1,localhost,::1", "NODE_USE_ENV_PROXY=1"})
         EXPECT_NE(std::find(p.env.begin(), p.env.end(), entry), p.env.end()) << entry;
     // Order with other environment edits holds: a later --unsetenv wins.
     EXPECT_EQ(std::count(p.env.begin(), p.env.end(), "NODE_USE_ENV_PROXY=1"), 1);
@@ -263,8 +266,7 @@ std::string parse_error(std::vector<std::string> args)
     return "";
 }
 
-template <typename T>
-const T& op(const Options& o, size_t i)
+template <typename T> const T& op(const Options& o, size_t i)
 {
     return std::get<T>(o.mounts.at(i));
 }
@@ -293,12 +295,12 @@ ns::LaunchPlan plan_for(std::vector<std::string> args, const tools::HostFacts& h
     return tools::make_launch_plan(parse_args(args, (fds ? fds : &none)->reader()), host);
 }
 
-} // namespace
+}  // namespace
 
 TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
 {
-    Options o = parse_args({"--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--dir", "/d",
-                            "--tmpfs", "/t", "true"});
+    Options o = parse_args({"--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--dir",
+                            "/d", "--tmpfs", "/t", "true"});
     ASSERT_EQ(o.mounts.size(), 5u);
     EXPECT_EQ(op<mount::Data>(o, 0).kind, mount::DataKind::File);
     EXPECT_EQ(op<mount::Data>(o, 0).fd, 3);
@@ -317,9 +319,9 @@ TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
 
 TEST(ParseArgs, PermsAndSizeModifyOnlyTheNextOption)
 {
-    Options o = parse_args({"--perms", "0700", "--tmpfs", "/a", "--tmpfs", "/b", "--perms", "640", "--file", "3", "/c/f",
-                            "--size", "0x10", "--perms", "0750", "--tmpfs", "/s", "--perms", "0711", "--size", "010",
-                            "--tmpfs", "/u", "--dir", "/d", "true"});
+    Options o = parse_args({"--perms", "0700",   "--tmpfs", "/a",      "--tmpfs", "/b",    "--perms", "640", "--file",
+                            "3",       "/c/f",   "--size",  "0x10",    "--perms", "0750",  "--tmpfs", "/s",  "--perms",
+                            "0711",    "--size", "010",     "--tmpfs", "/u",      "--dir", "/d",      "true"});
     ASSERT_EQ(o.mounts.size(), 6u);
     EXPECT_EQ(op<mount::Tmpfs>(o, 0).mode, 0700u);
     EXPECT_EQ(op<mount::Tmpfs>(o, 0).parent_mode, 0700u);
@@ -401,17 +403,18 @@ TEST(CocoonMain, HelpListsTheFilesystemOptions)
     testing::internal::CaptureStdout();
     EXPECT_EQ(run_main({"cocoon", "--help"}), 0);
     std::string help = testing::internal::GetCapturedStdout();
-    for (const char* opt : {"--perms OCTAL", "--size BYTES", "--chmod OCTAL PATH", "--file FD DEST", "--bind-data FD DEST",
-                            "--ro-bind-data FD DEST", "--bind-fd FD DEST", "--ro-bind-fd FD DEST", "--mqueue DEST"})
+    for (const char* opt :
+         {"--perms OCTAL", "--size BYTES", "--chmod OCTAL PATH", "--file FD DEST", "--bind-data FD DEST",
+          "--ro-bind-data FD DEST", "--bind-fd FD DEST", "--ro-bind-fd FD DEST", "--mqueue DEST"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 
 TEST(ParseArgs, ArgsFileIsSplicedWhereItStands)
 {
     FakeFds fds{{{3, "--setenv\0A\0from-file\0--chdir\0/usr\0"s}, {4, "--unshare-net"s}}, {}};
-    Options o = parse_args({"--setenv", "A", "before", "--args", "3", "--args", "4", "--setenv", "B", "after", "sh",
-                            "--args", "5"},
-                           fds.reader());
+    Options o = parse_args(
+        {"--setenv", "A", "before", "--args", "3", "--args", "4", "--setenv", "B", "after", "sh", "--args", "5"},
+        fds.reader());
     EXPECT_EQ(fds.read, (std::vector<int>{3, 4}));
     ASSERT_EQ(o.env.size(), 3u);
     EXPECT_EQ(std::get<ns::SetEnv>(o.env[0]).value, "before");
@@ -611,9 +614,9 @@ TEST(MakePlan, DisableUsernsRules)
     EXPECT_EQ(error({"--unshare-user-try", "--disable-userns", "true"}, root_host()), needs);
     EXPECT_EQ(error({"--disable-userns", "--unshare-user", "true"}, root_host()), "no error");
     EXPECT_EQ(error({"--unshare-all", "--unshare-user", "--disable-userns", "true"}, user_host()), "no error");
-    EXPECT_EQ(error({"--unshare-user", "--disable-userns", "--userns-block-fd", "5", "--info-fd", "6", "true"},
-                    user_host()),
-              "--disable-userns is not compatible with  --userns-block-fd");
+    EXPECT_EQ(
+        error({"--unshare-user", "--disable-userns", "--userns-block-fd", "5", "--info-fd", "6", "true"}, user_host()),
+        "--disable-userns is not compatible with  --userns-block-fd");
     // --assert-userns-disabled only looks; it needs nothing.
     EXPECT_EQ(error({"--assert-userns-disabled", "true"}, root_host()), "no error");
 }
@@ -642,8 +645,8 @@ TEST(MakePlan, DevBindsTheCallersTerminalAsConsole)
     auto console_of = [](const ns::LaunchPlan& p) {
         std::vector<std::pair<std::string, std::string>> found;
         for (const mount::Op& op : p.mounts.ops)
-            if (auto* b = std::get_if<mount::Bind>(&op); b && b->dest.size() >= 8 &&
-                                                         b->dest.compare(b->dest.size() - 8, 8, "/console") == 0) {
+            if (auto* b = std::get_if<mount::Bind>(&op);
+                b && b->dest.size() >= 8 && b->dest.compare(b->dest.size() - 8, 8, "/console") == 0) {
                 EXPECT_EQ(b->kind, mount::BindKind::Dev);
                 EXPECT_FALSE(b->optional);
                 found.emplace_back(b->source, b->dest);
@@ -666,7 +669,8 @@ TEST(CocoonMain, HelpListsTheUsernsAndLabelOptions)
     testing::internal::CaptureStdout();
     EXPECT_EQ(run_main({"cocoon", "--help"}), 0);
     std::string help = testing::internal::GetCapturedStdout();
-    for (const char* opt : {"--disable-userns ", "--assert-userns-disabled ", "--exec-label LABEL", "--file-label LABEL"})
+    for (const char* opt :
+         {"--disable-userns ", "--assert-userns-disabled ", "--exec-label LABEL", "--file-label LABEL"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 
@@ -685,7 +689,8 @@ TEST(MakePlan, JoinedNamespaces)
         EXPECT_EQ(error({"--userns", "5", "--unshare-user", "true"}, host), "--userns not compatible --unshare-user");
         EXPECT_EQ(error({"--userns", "5", "--unshare-user-try", "true"}, host),
                   "--userns not compatible --unshare-user-try");
-        EXPECT_EQ(error({"--userns", "5", "--unshare-all", "true"}, host), "--userns not compatible --unshare-user-try");
+        EXPECT_EQ(error({"--userns", "5", "--unshare-all", "true"}, host),
+                  "--userns not compatible --unshare-user-try");
         EXPECT_EQ(error({"--userns", "5", "--userns-block-fd", "6", "--info-fd", "7", "true"}, host),
                   "--userns-block-fd requires --unshare-user");
         EXPECT_EQ(error({"--userns", "5", "--uid", "0", "--gid", "0", "true"}, host), "no error");
@@ -701,7 +706,8 @@ TEST(MakePlan, JoinedNamespaces)
     EXPECT_EQ(p.pidns_fd, -1);
     EXPECT_FALSE(p.switch_uid);
     EXPECT_EQ(p.caps, 0u);  // unprivileged: nothing unless --cap-add
-    EXPECT_EQ(plan_for({"--userns", "5", "--cap-add", "CAP_CHOWN", "true"}, user_host()).caps, ns::CapSet{1} << 0);  // CAP_CHOWN is 0
+    EXPECT_EQ(plan_for({"--userns", "5", "--cap-add", "CAP_CHOWN", "true"}, user_host()).caps,
+              ns::CapSet{1} << 0);  // CAP_CHOWN is 0
 
     // --uid/--gid with --userns: switched to inside it, no maps written.
     p = plan_for({"--userns", "5", "--uid", "7", "--gid", "8", "true"}, user_host());
@@ -786,8 +792,8 @@ TEST(ParseArgs, OverlaysTakeThePendingSources)
     EXPECT_EQ(ro.sources, (std::vector<std::string>{"/l4", "/l5"}));
     EXPECT_TRUE(o.next_overlay_srcs.empty());
     // The destination is normalised like any other.
-    EXPECT_EQ(std::get<mount::Overlay>(plan_for({"--overlay-src", "/l", "--tmp-overlay", "b//c/", "true"}, user_host())
-                                           .mounts.ops.at(0))
+    EXPECT_EQ(std::get<mount::Overlay>(
+                  plan_for({"--overlay-src", "/l", "--tmp-overlay", "b//c/", "true"}, user_host()).mounts.ops.at(0))
                   .dest,
               "/b/c");
 }

@@ -32,8 +32,8 @@ TEST(NormalizeDest, RejectsDotDotAndEmpty)
 
 TEST(MakePlan, KeepsCommandLineOrderAndNormalizes)
 {
-    Plan plan = make_plan({Tmpfs{"tmp", 0700}, Bind{"/src", "/a//b", BindKind::ReadOnly, true}, Dir{"/d/", 0755},
-                           RemountRo{"/a/b"}});
+    Plan plan = make_plan(
+        {Tmpfs{"tmp", 0700}, Bind{"/src", "/a//b", BindKind::ReadOnly, true}, Dir{"/d/", 0755}, RemountRo{"/a/b"}});
     ASSERT_EQ(plan.ops.size(), 4u);
     EXPECT_EQ(std::get<Tmpfs>(plan.ops[0]).dest, "/tmp");
     EXPECT_EQ(std::get<Tmpfs>(plan.ops[0]).mode, 0700u);
@@ -120,9 +120,9 @@ TEST(FdUse, NamesTheOptionThatReadsTheFd)
 
 TEST(MakePlan, NormalizesTheNewOpsAndKeepsTheirFields)
 {
-    Plan plan = make_plan({Data{3, "etc//motd", DataKind::RoBind, 0640, 0750}, Chmod{"/a/./b/", 0711},
-                           Mqueue{"dev/mqueue"}, Tmpfs{"/t/", 0700, 4096, 0700},
-                           Bind{"", "x/", BindKind::ReadOnly, false, 9}});
+    Plan plan =
+        make_plan({Data{3, "etc//motd", DataKind::RoBind, 0640, 0750}, Chmod{"/a/./b/", 0711}, Mqueue{"dev/mqueue"},
+                   Tmpfs{"/t/", 0700, 4096, 0700}, Bind{"", "x/", BindKind::ReadOnly, false, 9}});
     ASSERT_EQ(plan.ops.size(), 5u);
     const Data& data = std::get<Data>(plan.ops[0]);
     EXPECT_EQ(data.dest, "/etc/motd");
@@ -143,7 +143,8 @@ TEST(MakePlan, NormalizesTheNewOpsAndKeepsTheirFields)
 
 TEST(MakePlan, AnFdIsUsedOnce)
 {
-    EXPECT_NO_THROW(make_plan({Data{3, "/a"}, Data{4, "/b", DataKind::Bind}, Bind{"", "/c", BindKind::ReadOnly, false, 5}}));
+    EXPECT_NO_THROW(
+        make_plan({Data{3, "/a"}, Data{4, "/b", DataKind::Bind}, Bind{"", "/c", BindKind::ReadOnly, false, 5}}));
     try {
         make_plan({Data{3, "/a"}, Bind{"", "/c", BindKind::ReadOnly, false, 3}});
         FAIL();

@@ -43,8 +43,7 @@ inline constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 // Every blocking call of a test gives up after this long instead of hanging the suite.
 inline void set_timeouts(int fd, std::chrono::milliseconds timeout = 10s)
 {
-    timeval tv { static_cast<time_t>(timeout.count() / 1000),
-        static_cast<suseconds_t>(timeout.count() % 1000 * 1000) };
+    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
@@ -87,9 +86,8 @@ inline Address address_of(int fd)
 
 inline int port_of(const Address& addr)
 {
-    return addr.storage.ss_family == AF_INET6
-        ? ntohs(reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_port)
-        : ntohs(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_port);
+    return addr.storage.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_port)
+                                              : ntohs(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_port);
 }
 
 inline UniqueFd connect_to(const Address& addr)
@@ -185,8 +183,7 @@ inline void expect_closed_within(int fd, std::chrono::milliseconds limit)
 {
     const auto start = Clock::now();
     pollfd pfd{fd, POLLIN, 0};
-    ASSERT_EQ(::poll(&pfd, 1, static_cast<int>(limit.count())), 1)
-        << "still open after " << limit.count() << " ms";
+    ASSERT_EQ(::poll(&pfd, 1, static_cast<int>(limit.count())), 1) << "still open after " << limit.count() << " ms";
     char byte;
     ssize_t n = ::recv(fd, &byte, 1, 0);
     const int err = errno;
@@ -225,7 +222,10 @@ inline std::set<int> open_fds()
 }
 
 // Less the directory_iterator's own fd, which is open while it lists.
-inline size_t count_fds() { return open_fds().size() - 1; }
+inline size_t count_fds()
+{
+    return open_fds().size() - 1;
+}
 
 // Resident memory in KiB (VmRSS), counted exactly: smaps_rollup walks the page tables, while
 // /proc/self/status may show per-CPU counters that lag behind.
@@ -330,8 +330,7 @@ private:
 inline constexpr size_t kChunk = 256 * 1024;
 
 // Sends `total` bytes of the pattern starting at `start`; `progress` follows the bytes sent.
-inline uint64_t send_pattern(
-    int fd, uint64_t start, uint64_t total, std::atomic<uint64_t>* progress = nullptr)
+inline uint64_t send_pattern(int fd, uint64_t start, uint64_t total, std::atomic<uint64_t>* progress = nullptr)
 {
     std::vector<char> buf(kChunk);
     uint64_t sent = 0;
@@ -350,7 +349,7 @@ inline uint64_t send_pattern(
 struct Received {
     uint64_t bytes = 0;
     bool intact = true;  // every byte matched the pattern
-    bool eof = false;    // ended with a clean EOF
+    bool eof = false;  // ended with a clean EOF
 };
 
 // Reads until EOF, comparing with the pattern from `start`. Until `slow_until` it reads 16 KiB
@@ -382,8 +381,7 @@ inline Received receive_pattern(int fd, uint64_t start, Clock::time_point slow_u
 class EchoServer {
 public:
     explicit EchoServer(const std::string& path, int backlog = 4096)
-        : m_listener(unix_listener(path, backlog, SOCK_NONBLOCK))
-        , m_thread([this](std::stop_token stop) { run(stop); })
+        : m_listener(unix_listener(path, backlog, SOCK_NONBLOCK)), m_thread([this](std::stop_token stop) { run(stop); })
     {
     }
     ~EchoServer() { stop(); }
@@ -499,4 +497,4 @@ private:
     std::vector<std::pair<Clock::time_point, std::string>> m_lines;
 };
 
-} // namespace cocoon::relay_test
+}  // namespace cocoon::relay_test

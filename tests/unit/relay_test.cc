@@ -56,7 +56,7 @@ private:
     struct sigaction m_old_sigpipe {};
 };
 
-} // namespace
+}  // namespace
 
 TEST_F(RelayTest, CarriesEveryByteBothWaysAtOnce)
 {
@@ -270,10 +270,10 @@ void check_backpressure(int writer, int reader)
     EXPECT_TRUE(got.eof);
     EXPECT_LT(std::max(rss_paused, rss_after) - rss_before, 4 * 1024) << "KiB of VmRSS growth";
     std::printf("relay: %.1f MiB sent while the reader paused; VmRSS %+ld KiB paused, %+ld KiB after\n",
-        static_cast<double>(sent_while_paused) / kMiB, rss_paused - rss_before, rss_after - rss_before);
+                static_cast<double>(sent_while_paused) / kMiB, rss_paused - rss_before, rss_after - rss_before);
 }
 
-} // namespace
+}  // namespace
 
 TEST_F(RelayTest, SlowClientDoesNotMakeTheRelayBuffer)
 {
@@ -311,7 +311,7 @@ relay::RelayOptions tiny_budget()
     return options;
 }
 
-} // namespace
+}  // namespace
 
 // One connection's stalled transfer holds the relay's only buffer (download) or pipe (upload);
 // another connection's bytes in the same direction wait for it, and come once the reader reads.
@@ -357,9 +357,15 @@ void RelayTest::check_cap(bool upload)
     EXPECT_EQ(std::string(buf, 5), "bytes");
 }
 
-TEST_F(RelayTest, BuffersInFlightAreCappedAcrossConnections) { check_cap(false); }
+TEST_F(RelayTest, BuffersInFlightAreCappedAcrossConnections)
+{
+    check_cap(false);
+}
 
-TEST_F(RelayTest, PipesInFlightAreCappedAcrossConnections) { check_cap(true); }
+TEST_F(RelayTest, PipesInFlightAreCappedAcrossConnections)
+{
+    check_cap(true);
+}
 
 TEST_F(RelayTest, ManyTransfersShareOneBufferAndOnePipe)
 {
@@ -474,12 +480,10 @@ TEST_F(RelayTest, ProxyDownClosesOnlyThatClientAndRecovers)
         relay.close_all();  // reports what was suppressed
         err = testing::internal::GetCapturedStderr();
     }
-    const std::string name
-        = "cocoon: relay: 127.0.0.1:" + std::to_string(port_of(addr)) + " -> " + socket_path();
+    const std::string name = "cocoon: relay: 127.0.0.1:" + std::to_string(port_of(addr)) + " -> " + socket_path();
     EXPECT_NE(err.find(name + ": connect: No such file or directory\n"), std::string::npos) << err;
     // The second failure came within the same second: counted, then reported on close.
-    EXPECT_NE(err.find(name + ": 1 more failure, the last: connect: Connection refused\n"), std::string::npos)
-        << err;
+    EXPECT_NE(err.find(name + ": 1 more failure, the last: connect: Connection refused\n"), std::string::npos) << err;
 }
 
 TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
@@ -555,8 +559,7 @@ TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
                 }
             }
         }
-        ASSERT_TRUE(
-            wait_until([&] { return relay.connection_count() == 0 && server.open_connections() == 0; }));
+        ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 0 && server.open_connections() == 0; }));
         // And 200 that fail: the proxy is gone.
         server.stop();
         ::unlink(socket_path().c_str());

@@ -72,10 +72,7 @@ struct Options {
     std::string socat = "socat";
     bool with_socat = true;
     std::string tests = "streams,rtt,rate,idle";
-    bool runs(const std::string& test) const
-    {
-        return ("," + tests + ",").find("," + test + ",") != std::string::npos;
-    }
+    bool runs(const std::string& test) const { return ("," + tests + ",").find("," + test + ",") != std::string::npos; }
 };
 
 [[noreturn]] void die(const std::string& message)
@@ -84,7 +81,10 @@ struct Options {
     std::exit(1);
 }
 
-[[noreturn]] void die_errno(const std::string& call) { die(call + ": " + std::strerror(errno)); }
+[[noreturn]] void die_errno(const std::string& call)
+{
+    die(call + ": " + std::strerror(errno));
+}
 
 long parse_number(std::string_view flag, const char* text, long min)
 {
@@ -92,8 +92,7 @@ long parse_number(std::string_view flag, const char* text, long min)
     std::string_view s = text;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (ec != std::errc() || end != s.data() + s.size() || value < min)
-        die(std::string(flag) + ": expected an integer >= " + std::to_string(min) + ", got '" + s.data()
-            + "'");
+        die(std::string(flag) + ": expected an integer >= " + std::to_string(min) + ", got '" + s.data() + "'");
     return value;
 }
 
@@ -134,10 +133,10 @@ Options parse(int argc, char** argv)
         else if (arg == "--pipe-size")
             o.pipe_size = static_cast<size_t>(parse_number(arg, value(), 4096));
         else
-            die("unknown argument: " + std::string(arg)
-                + "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
-                  "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle] "
-                  "[--rounds N] [--settle MS] [--copy-upload] [--pipe-size BYTES]");
+            die("unknown argument: " + std::string(arg) +
+                "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
+                "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle] "
+                "[--rounds N] [--settle MS] [--copy-upload] [--pipe-size BYTES]");
     }
     return o;
 }
@@ -239,10 +238,10 @@ void stop(pid_t pid)
 struct ProxyConnection {
     UniqueFd fd;
     char mode = 0;
-    uint64_t count = 0;      // 'S': bytes read; 'Q': bytes echoed
-    std::string header;      // 'G': the count being read
-    uint64_t to_send = 0;    // 'G'
-    std::string pending;     // 'E'/'Q': echo bytes the socket did not take yet
+    uint64_t count = 0;  // 'S': bytes read; 'Q': bytes echoed
+    std::string header;  // 'G': the count being read
+    uint64_t to_send = 0;  // 'G'
+    std::string pending;  // 'E'/'Q': echo bytes the socket did not take yet
 };
 
 class Proxy {
@@ -447,8 +446,7 @@ double cpu_ms(pid_t pid)
 size_t fd_count(pid_t pid)
 {
     size_t n = 0;
-    for ([[maybe_unused]] const auto& e :
-        std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
         ++n;
     return n;
 }
@@ -563,8 +561,7 @@ Rate connection_rate(const Target& t, int clients, double seconds)
 {
     std::atomic<size_t> done{0}, failed{0};
     const auto start = Clock::now();
-    const auto deadline
-        = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     {
         std::vector<std::jthread> threads;
         for (int c = 0; c < clients; ++c)
@@ -683,10 +680,7 @@ struct Measured {
     Rate rate;
     double up_cpu_ms = 0, down_cpu_ms = 0;  // the relay process's CPU time during the streams
 
-    double up() const
-    {
-        return streams_failed || !up_seconds ? 0 : static_cast<double>(up_bytes) / kMiB / up_seconds;
-    }
+    double up() const { return streams_failed || !up_seconds ? 0 : static_cast<double>(up_bytes) / kMiB / up_seconds; }
     double down() const
     {
         return streams_failed || !down_seconds ? 0 : static_cast<double>(down_bytes) / kMiB / down_seconds;
@@ -698,8 +692,7 @@ struct Measured {
             return 0;
         std::vector<double> sorted = samples;
         std::sort(sorted.begin(), sorted.end());
-        return sorted[std::min(
-            sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())))];
+        return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())))];
     }
     double connections_per_second() const
     {
@@ -714,7 +707,9 @@ void row(const char* name, double relay, double socat, double direct, double tcp
     std::printf("%-22s %9s %9s %9s %9s %12s %13s   %-28s %s\n", name, cell(relay, precision).c_str(),
                 cell(socat, precision).c_str(), cell(direct, precision).c_str(), cell(tcp, precision).c_str(),
                 ratio(relay, socat).c_str(), ratio(relay, direct).c_str(), target.c_str(),
-                target.empty() || relay <= 0 ? "" : met ? "met" : "MISSED");
+                target.empty() || relay <= 0 ? ""
+                : met                        ? "met"
+                                             : "MISSED");
 }
 
 // A listening socket on 127.0.0.1 and a free port; its address lands in `addr`.
@@ -731,7 +726,7 @@ UniqueFd tcp_listen(sockaddr_in& addr)
     return fd;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {
@@ -745,9 +740,9 @@ int main(int argc, char** argv)
     if (have_fds < want_fds) {
         const int fit = static_cast<int>((have_fds - 64) / 2);
         std::fprintf(stderr,
-            "relay_bench: RLIMIT_NOFILE allows %llu fds (a higher hard limit needs CAP_SYS_RESOURCE): %d "
-            "idle connections instead of %d\n",
-            static_cast<unsigned long long>(have_fds), fit, o.idle);
+                     "relay_bench: RLIMIT_NOFILE allows %llu fds (a higher hard limit needs CAP_SYS_RESOURCE): %d "
+                     "idle connections instead of %d\n",
+                     static_cast<unsigned long long>(have_fds), fit, o.idle);
         o.idle = std::max(fit, 0);
     }
 
@@ -812,11 +807,9 @@ int main(int argc, char** argv)
     }
 
     const size_t bytes = o.mib * kMiB;
-    std::printf(
-        "cocoon relay benchmark: %zu MiB streams, %d round trips of %zu bytes, %d clients x %.0f s of "
-        "connections, %d idle connections; relay buffers of %zu bytes; %d CPUs\n",
-        o.mib, o.pings, kMessage, o.clients, o.seconds, o.idle, o.buffer_size,
-        usable_cpus());
+    std::printf("cocoon relay benchmark: %zu MiB streams, %d round trips of %zu bytes, %d clients x %.0f s of "
+                "connections, %d idle connections; relay buffers of %zu bytes; %d CPUs\n",
+                o.mib, o.pings, kMessage, o.clients, o.seconds, o.idle, o.buffer_size, usable_cpus());
     std::printf("relay: cocoon's Relay, 127.0.0.1 -> Unix socket; socat: socat fork (a process per "
                 "connection); direct: the Unix socket itself; tcp: 127.0.0.1 to the proxy itself, the "
                 "floor of any TCP relay\n\n");
@@ -878,9 +871,9 @@ int main(int argc, char** argv)
     for (size_t i = 0; i < targets.size(); ++i) {
         const Measured& m = results[i];
         std::fprintf(stderr,
-            "relay_bench: %-6s up %.0f MiB/s, down %.0f MiB/s, rtt %.1f/%.1f us, %.0f conn/s (%zu failed)\n",
-            targets[i]->label.c_str(), m.up(), m.down(), m.rtt_percentile(0.5), m.rtt_percentile(0.99),
-            m.connections_per_second(), m.rate.failed);
+                     "relay_bench: %-6s up %.0f MiB/s, down %.0f MiB/s, rtt %.1f/%.1f us, %.0f conn/s (%zu failed)\n",
+                     targets[i]->label.c_str(), m.up(), m.down(), m.rtt_percentile(0.5), m.rtt_percentile(0.99),
+                     m.connections_per_second(), m.rate.failed);
     }
     const Measured& d = results[0];
     const Measured& t = results[1];
@@ -888,8 +881,8 @@ int main(int argc, char** argv)
     const Measured s = o.with_socat ? results[3] : Measured{};
     const IdleResult idle = idle_connections(through_relay, o.idle, relay);
 
-    std::printf("%-22s %9s %9s %9s %9s %12s %13s   %s\n", "", "relay", "socat", "direct", "tcp",
-        "relay/socat", "relay/direct", "target");
+    std::printf("%-22s %9s %9s %9s %9s %12s %13s   %s\n", "", "relay", "socat", "direct", "tcp", "relay/socat",
+                "relay/direct", "target");
     row("upload MiB/s", r.up(), s.up(), d.up(), t.up(), 0, ">= 6x socat, >= 0.5x direct",
         s.up() > 0 && r.up() >= 6 * s.up() && r.up() >= 0.5 * d.up());
     row("download MiB/s", r.down(), s.down(), d.down(), t.down(), 0, ">= 6x socat, >= 0.5x direct",
@@ -898,8 +891,8 @@ int main(int argc, char** argv)
         t.rtt_percentile(0.5), 1, "<= 1.5x direct", r.rtt_percentile(0.5) <= 1.5 * d.rtt_percentile(0.5));
     row("round trip p99 us", r.rtt_percentile(0.99), s.rtt_percentile(0.99), d.rtt_percentile(0.99),
         t.rtt_percentile(0.99), 1, "", true);
-    row("1 CPU: round trip us", r.rtt_percentile(0.5, true), s.rtt_percentile(0.5, true),
-        d.rtt_percentile(0.5, true), t.rtt_percentile(0.5, true), 1, "", true);
+    row("1 CPU: round trip us", r.rtt_percentile(0.5, true), s.rtt_percentile(0.5, true), d.rtt_percentile(0.5, true),
+        t.rtt_percentile(0.5, true), 1, "", true);
     row("connections/s", r.connections_per_second(), s.connections_per_second(), d.connections_per_second(),
         t.connections_per_second(), 0, ">= 15x socat",
         s.connections_per_second() > 0 && r.connections_per_second() >= 15 * s.connections_per_second());
@@ -910,20 +903,19 @@ int main(int argc, char** argv)
     if (o.runs("idle")) {
         const double growth_mib = static_cast<double>(idle.rss_after_kib - idle.rss_before_kib) / 1024;
         const bool all = idle.open == requested_idle;
-        std::printf(
-            "\nidle connections through the relay: %d of %d (opened in %.2f s); relay RSS %.1f -> %.1f "
-            "MiB, growth %.1f MiB (%.0f bytes per connection); relay fds %zu\ntarget: %d connections, "
-            "RSS growth <= 32 MiB: %s\n",
-            idle.open, requested_idle, idle.seconds, static_cast<double>(idle.rss_before_kib) / 1024,
-            static_cast<double>(idle.rss_after_kib) / 1024, growth_mib,
-            idle.open ? growth_mib * kMiB / idle.open : 0.0, idle.relay_fds, requested_idle,
-            growth_mib > 32 ? "MISSED"
-                : all       ? "met"
-                            : "growth met, count MISSED (RLIMIT_NOFILE)");
+        std::printf("\nidle connections through the relay: %d of %d (opened in %.2f s); relay RSS %.1f -> %.1f "
+                    "MiB, growth %.1f MiB (%.0f bytes per connection); relay fds %zu\ntarget: %d connections, "
+                    "RSS growth <= 32 MiB: %s\n",
+                    idle.open, requested_idle, idle.seconds, static_cast<double>(idle.rss_before_kib) / 1024,
+                    static_cast<double>(idle.rss_after_kib) / 1024, growth_mib,
+                    idle.open ? growth_mib * kMiB / idle.open : 0.0, idle.relay_fds, requested_idle,
+                    growth_mib > 32 ? "MISSED"
+                    : all           ? "met"
+                                    : "growth met, count MISSED (RLIMIT_NOFILE)");
     }
     if (r.rate.failed || d.rate.failed || s.rate.failed || t.rate.failed)
-        std::printf("failed connections: relay %zu, socat %zu, direct %zu, tcp %zu\n", r.rate.failed,
-                    s.rate.failed, d.rate.failed, t.rate.failed);
+        std::printf("failed connections: relay %zu, socat %zu, direct %zu, tcp %zu\n", r.rate.failed, s.rate.failed,
+                    d.rate.failed, t.rate.failed);
 
     stop(socat);
     stop(relay);

@@ -90,7 +90,7 @@ int drive(int n, const char* label, char** cmd)
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {

@@ -25,7 +25,7 @@ constexpr std::string_view kSeparator = ":::";
 
 struct Command {
     std::string label;
-    std::string path;               // resolved once, so PATH search is not timed
+    std::string path;  // resolved once, so PATH search is not timed
     std::vector<std::string> argv;  // argv[0] as given
     std::vector<double> samples_ms;
 };
@@ -198,15 +198,13 @@ void report(std::vector<Command>& commands, int runs, int warmup)
         std::sort(c.samples_ms.begin(), c.samples_ms.end());
         double median = percentile(c.samples_ms, 0.5);
         medians.push_back(median);
-        std::printf("median_ms %-*s %8.3f   p10_ms %8.3f   p90_ms %8.3f   n %zu\n", int(width),
-                    c.label.c_str(), median, percentile(c.samples_ms, 0.1),
-                    percentile(c.samples_ms, 0.9), c.samples_ms.size());
+        std::printf("median_ms %-*s %8.3f   p10_ms %8.3f   p90_ms %8.3f   n %zu\n", int(width), c.label.c_str(), median,
+                    percentile(c.samples_ms, 0.1), percentile(c.samples_ms, 0.9), c.samples_ms.size());
     }
     auto median_of = [&](const Command* c) { return medians[size_t(c - commands.data())]; };
     auto ratio = [&](const Command* num, const Command* den) {
         std::string name = num->label + "/" + den->label;
-        std::printf("ratio %-*s %8.3f\n", int(2 * width + 1), name.c_str(),
-                    median_of(num) / median_of(den));
+        std::printf("ratio %-*s %8.3f\n", int(2 * width + 1), name.c_str(), median_of(num) / median_of(den));
     };
     const Command* cocoon = find_label(commands, "cocoon");
     const Command* bwrap = find_label(commands, "bwrap");
