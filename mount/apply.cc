@@ -9,6 +9,7 @@
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,50 +39,121 @@ std::pair<std::string, std::string> split_parent(const std::string& path)
     return {parent, path.substr(slash + 1)};
 }
 
-// mkdir -p under root; returns an O_PATH fd of the final directory. A
-// directory it creates gets `mode`, missing parents `parent_mode`.
-UniqueFd ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_mode = kDirMode)
+// Where a mount op attaches: an O_PATH fd of the destination in the new root.
+struct Target {
+    UniqueFd fd;
+    bool existed = false;  // there before this op (not made by it)
+    bool via_symlink = false;  // reached through a symlink in the new root
+};
+
+// Which place a file is at: a mount and an inode. Two fds name the same
+// place only if both match; the same inode through two binds is two places.
+struct Place {
+    uint64_t mnt_id;
+    dev_t dev;
+    ino_t ino;
+    bool operator==(const Place&) const = default;
+};
+
+Place place_of(int fd, const std::string& what)
 {
-    UniqueFd dir;
+    struct statx stx {};
+    check(::statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_INO, &stx), what);
+    return {stx.stx_mnt_id, makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino};
+}
+
+// Security: a destination reached through a symlink must not be the new root
+// or a directory above its own parent: a link planted by an earlier run (say
+// WT/.git -> / or -> ..) would otherwise stack the mount over the root, or
+// over the directories the path was spelled through, and the source (often
+// the same link followed on the host) would cover the whole sandbox.
+// Walks up from the destination's parent to the root with "..".
+void refuse_covering(int root, const std::string& dest, int target, const std::string& what)
+{
+    if (dest == "/")
+        return;
+    const Place want = place_of(target, what), top = place_of(root, what);
+    UniqueFd dir = sys::openat2(root, split_parent(dest).first, O_PATH | O_DIRECTORY, kInRoot);
+    for (int depth = 0; depth < 4096; ++depth) {
+        const Place here = place_of(dir.get(), what);
+        if (here == want)
+            throw UsageError(what + ": " + dest + " leads through a symbolic link to " +
+                             (here == top ? "the sandbox's root" : "a directory that contains it"));
+        if (here == top)
+            return;
+        UniqueFd up(::openat(dir.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!up)
+            throw SysError(errno, what);
+        if (place_of(up.get(), what) == here)
+            return;  // a filesystem's root with nothing above: outside the new root
+        dir = std::move(up);
+    }
+}
+
+// Opens an existing path under root into t. Without symlinks on the way this
+// is one call; through one, `check` (a mount op's destination) refuses a
+// target that covers the root or a parent. Returns 0 or -errno.
+int open_existing(int root, const std::string& path, int flags, const std::string* check, Target& t)
+{
+    int err = sys::try_openat2(root, path, flags, kInRoot | RESOLVE_NO_SYMLINKS, 0, t.fd);
+    if (err == -ELOOP) {
+        err = sys::try_openat2(root, path, flags, kInRoot, 0, t.fd);
+        t.via_symlink = err == 0;
+        if (err == 0 && check)
+            refuse_covering(root, path, t.fd.get(), *check);
+    }
+    t.existed = err == 0;
+    return err;
+}
+
+// mkdir -p under root; the final directory in t. A directory it creates gets
+// `mode`, missing parents `parent_mode`. check: as for open_existing.
+Target ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_mode = kDirMode,
+                  const std::string* check = nullptr)
+{
+    Target t;
     // Most destinations exist already or need only their last component.
-    int err = sys::try_openat2(root, path, O_PATH | O_DIRECTORY, kInRoot, 0, dir);
+    int err = open_existing(root, path, O_PATH | O_DIRECTORY, check, t);
     if (err == 0)
-        return dir;
+        return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open directory " + path);
     auto [parent, name] = split_parent(path);
-    UniqueFd up = ensure_dir(root, parent, parent_mode, parent_mode);
-    if (::mkdirat(up.get(), name.c_str(), mode) < 0 && errno != EEXIST)
+    Target up = ensure_dir(root, parent, parent_mode, parent_mode);
+    const bool made = ::mkdirat(up.fd.get(), name.c_str(), mode) == 0;
+    if (!made && errno != EEXIST)
         throw SysError(errno, "Can't mkdir " + path);
-    err = sys::try_openat2(up.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, 0, dir);
+    err = sys::try_openat2(up.fd.get(), name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, 0, t.fd);
     if (err == -ENOTDIR || err == -ELOOP)
         // A symlink (or a file) is in the way: resolve it inside the root.
-        err = sys::try_openat2(root, path, O_PATH | O_DIRECTORY, kInRoot, 0, dir);
+        err = open_existing(root, path, O_PATH | O_DIRECTORY, check, t);
     if (err < 0)
         throw SysError(-err, "Can't mkdir " + path);
-    return dir;
+    t.existed = !made;
+    return t;
 }
 
-// Resolves (creating if missing) the mount point for a bind of a directory
-// or of a non-directory.
-UniqueFd ensure_mount_point(int root, const std::string& dest, bool is_dir, mode_t parent_mode = kDirMode)
+// The mount point for a mount op (what: its error prefix), made if missing:
+// a directory, or an empty file for a bind of a non-directory.
+Target mount_point(int root, const std::string& dest, bool is_dir, const std::string& what,
+                   mode_t parent_mode = kDirMode)
 {
     if (is_dir)
-        return ensure_dir(root, dest, kDirMode, parent_mode);
-    UniqueFd fd;
-    int err = sys::try_openat2(root, dest, O_PATH, kInRoot, 0, fd);
+        return ensure_dir(root, dest, kDirMode, parent_mode, &what);
+    Target t;
+    int err = open_existing(root, dest, O_PATH, &what, t);
     if (err == 0)
-        return fd;
+        return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open " + dest);
     auto [parent, name] = split_parent(dest);
-    UniqueFd dir = ensure_dir(root, parent, parent_mode, parent_mode);
+    Target dir = ensure_dir(root, parent, parent_mode, parent_mode);
     // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
     // link planted in the sandbox points.
-    fd.reset(::openat(dir.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
-    if (!fd)
+    t.fd.reset(::openat(dir.fd.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    if (!t.fd)
         throw SysError(errno, "Can't create file at " + dest);
-    return fd;
+    return t;
 }
 
 // Throws SysError(err, what), with the filesystem's own explanation if it
@@ -187,19 +259,53 @@ UniqueFd open_fd_tree(const Bind& bind)
     return tree;
 }
 
+// A host path opened as a source (O_PATH), and whether a symlink was on the
+// way. no_follow (--no-follow-sources): a symlink anywhere is refused.
+struct HostPath {
+    UniqueFd fd;
+    bool via_symlink = false;
+};
+
+int open_host(const std::string& path, int flags, bool no_follow, HostPath& out)
+{
+    int err = sys::try_openat2(AT_FDCWD, path, O_PATH | flags, RESOLVE_NO_SYMLINKS, 0, out.fd);
+    if (err == -ELOOP && no_follow)
+        throw UsageError("Can't find source path " + path +
+                         ": a component is a symbolic link (refused by --no-follow-sources)");
+    if (err == -ELOOP) {
+        err = sys::try_openat2(AT_FDCWD, path, O_PATH | flags, 0, 0, out.fd);
+        out.via_symlink = err == 0;
+    }
+    return err;
+}
+
+// A bind's source: a clone of the host tree, with the bind's restrictions set.
+struct Source {
+    UniqueFd tree;
+    bool via_symlink = false;
+};
+
 // A clone of the host tree at bind.source (or at bind.fd), with the bind's
 // restrictions set on every mount in it; nullopt for a missing optional source.
-std::optional<UniqueFd> open_source(const Bind& bind)
+std::optional<Source> open_source(const Bind& bind, bool no_follow)
 {
-    UniqueFd tree;
-    if (bind.fd >= 0)
-        tree = open_fd_tree(bind);
-    else
-        tree.reset(::open_tree(AT_FDCWD, bind.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-    if (!tree) {
-        if (errno == ENOENT && bind.optional)
+    Source src;
+    if (bind.fd >= 0) {
+        src.tree = open_fd_tree(bind);
+    } else {
+        // Opened first, then cloned from the fd: what was checked for
+        // symlinks is what is bound.
+        HostPath path;
+        int err = open_host(bind.source, 0, no_follow, path);
+        if (err == -ENOENT && bind.optional)
             return std::nullopt;
-        throw SysError(errno, "Can't find source path " + bind.source);
+        if (err < 0)
+            throw SysError(-err, "Can't find source path " + bind.source);
+        src.via_symlink = path.via_symlink;
+        src.tree.reset(
+            ::open_tree(path.fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
+        if (!src.tree)
+            throw SysError(errno, "Can't find source path " + bind.source);
     }
     // Security: no setuid binary or device node of the host gains power in the
     // sandbox (except --dev-bind, which asks for devices), and --ro-bind is
@@ -209,19 +315,68 @@ std::optional<UniqueFd> open_source(const Bind& bind)
         set |= MOUNT_ATTR_NODEV;
     if (bind.kind == BindKind::ReadOnly)
         set |= MOUNT_ATTR_RDONLY;
-    set_attrs(tree.get(), AT_RECURSIVE, set, "Can't restrict bind mount of " + bind.source);
-    return tree;
+    set_attrs(src.tree.get(), AT_RECURSIVE, set, "Can't restrict bind mount of " + bind.source);
+    return src;
 }
 
 // An overlay layer given as a host path: an O_PATH fd, opened while the host
 // tree is in view. Not an open_tree clone as for binds: Linux 6.1's overlayfs
 // takes layers only from mounts attached in the mounter's namespace.
-UniqueFd open_layer(const std::string& path, const std::string& option)
+HostPath open_layer(const std::string& path, const std::string& option, bool no_follow)
 {
-    UniqueFd fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!fd)
-        throw SysError(errno, "Can't find " + option + " " + path);
-    return fd;
+    HostPath layer;
+    int err = open_host(path, O_DIRECTORY, no_follow, layer);
+    if (err < 0)
+        throw SysError(-err, "Can't find " + option + " " + path);
+    return layer;
+}
+
+// The host path lexically made absolute: the caller's cwd before a relative
+// one, no ".", "..", or repeated slashes. Only to compare spellings.
+std::string spelled(const std::string& path)
+{
+    std::string full = path;
+    if (path.empty() || path[0] != '/') {
+        char cwd[PATH_MAX];
+        full = std::string(::getcwd(cwd, sizeof cwd) ? cwd : "") + "/" + path;
+    }
+    std::vector<std::string_view> parts;
+    for (size_t i = 0; i < full.size();) {
+        size_t end = std::min(full.find('/', i), full.size());
+        std::string_view part(full.data() + i, end - i);
+        i = end + 1;
+        if (part == "..") {
+            if (!parts.empty())
+                parts.pop_back();
+        } else if (!part.empty() && part != ".") {
+            parts.push_back(part);
+        }
+    }
+    std::string out;
+    for (std::string_view part : parts)
+        out.append("/").append(part);
+    return out.empty() ? "/" : out;
+}
+
+// Security: a host source reached through a symlink is not trusted to be
+// what the caller checked: a link planted by an earlier run in a directory
+// the sandbox could write (WT/.git -> / or -> ~) would bind the host's root or
+// home. Where the destination exists already and is spelled like the source,
+// or was itself reached through a symlink (the same planted link, seen
+// through the sandbox's bind of WT), both must be the very same file.
+void refuse_redirected(const std::string& source, int source_fd, bool source_via_symlink, const std::string& dest,
+                       const Target& target, const std::string& what)
+{
+    if (!source_via_symlink || !target.existed)
+        return;
+    if (!target.via_symlink && spelled(source) != dest)
+        return;
+    struct stat src, dst;
+    check(::fstat(source_fd, &src), what);
+    check(::fstat(target.fd.get(), &dst), what);
+    if (src.st_dev != dst.st_dev || src.st_ino != dst.st_ino)
+        throw UsageError(what + ": " + source + " leads through a symbolic link to another file than " + dest +
+                         " is in the sandbox");
 }
 
 uint64_t mount_id(int fd, const std::string& what)
@@ -234,17 +389,17 @@ uint64_t mount_id(int fd, const std::string& what)
 // Every host directory an overlay op names, opened before the new root
 // exists: the --overlay-src layers in command-line order, then (--overlay)
 // RWSRC and WORKDIR.
-std::vector<UniqueFd> open_layers(const Overlay& o)
+std::vector<HostPath> open_layers(const Overlay& o, bool no_follow)
 {
-    std::vector<UniqueFd> fds;
+    std::vector<HostPath> fds;
     for (const std::string& src : o.sources)
-        fds.push_back(open_layer(src, "--overlay-src"));
+        fds.push_back(open_layer(src, "--overlay-src", no_follow));
     if (o.kind == OverlayKind::ReadWrite) {
-        fds.push_back(open_layer(o.upper, "--overlay RWSRC"));
-        fds.push_back(open_layer(o.work, "--overlay WORKDIR"));
+        fds.push_back(open_layer(o.upper, "--overlay RWSRC", no_follow));
+        fds.push_back(open_layer(o.work, "--overlay WORKDIR", no_follow));
         // The kernel says only EINVAL (and, before 6.5, nothing in the log).
         const std::string what = "--overlay " + o.upper + " " + o.work;
-        if (mount_id(fds[fds.size() - 2].get(), what) != mount_id(fds.back().get(), what))
+        if (mount_id(fds[fds.size() - 2].fd.get(), what) != mount_id(fds.back().fd.get(), what))
             throw UsageError("Can't use " + what + ": WORKDIR must be on the same filesystem and mount as RWSRC");
     }
     return fds;
@@ -281,8 +436,8 @@ void copy_data(int from, int to, const Data& d)
 
 struct Applier {
     int root;
-    std::optional<UniqueFd>* source;  // the pre-opened source of the current op
-    std::vector<UniqueFd>* layers;  // an overlay op's pre-opened directories
+    std::optional<Source>* source;  // the pre-opened source of the current op
+    std::vector<HostPath>* layers;  // an overlay op's pre-opened directories
     int data_dir;  // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
     size_t index;  // the op's position, for unique names in data_dir
 
@@ -290,27 +445,30 @@ struct Applier {
     {
         if (!source->has_value())
             return;
-        int tree = (*source)->get();
+        const Source& src = **source;
         struct stat st;
-        check(::fstat(tree, &st), "stat(" + b.source + ")");
-        UniqueFd target = ensure_mount_point(root, b.dest, S_ISDIR(st.st_mode));
-        const std::string what = b.fd >= 0 ? fd_name(*fd_use(b)) : b.source;
-        attach(tree, target.get(), "Can't bind mount " + what + " on " + b.dest);
+        check(::fstat(src.tree.get(), &st), "stat(" + b.source + ")");
+        const std::string what = "Can't bind mount " + (b.fd >= 0 ? fd_name(*fd_use(b)) : b.source) + " on " + b.dest;
+        Target target = mount_point(root, b.dest, S_ISDIR(st.st_mode), what);
+        refuse_redirected(b.source, src.tree.get(), src.via_symlink, b.dest, target, what);
+        attach(src.tree.get(), target.fd.get(), what);
     }
     void operator()(const Tmpfs& t) const
     {
-        UniqueFd target = ensure_dir(root, t.dest, kDirMode, t.parent_mode);
+        const std::string what = "Can't mount tmpfs on " + t.dest;
+        Target target = mount_point(root, t.dest, true, what, t.parent_mode);
         std::vector<std::pair<const char*, std::string>> params{{"mode", octal(t.mode)}};
         if (t.size > 0)
             params.emplace_back("size", std::to_string(t.size));
         UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, t.dest);
-        attach(mnt.get(), target.get(), "Can't mount tmpfs on " + t.dest);
+        attach(mnt.get(), target.fd.get(), what);
     }
     void operator()(const Mqueue& m) const
     {
-        UniqueFd target = ensure_dir(root, m.dest, kDirMode);
+        const std::string what = "Can't mount mqueue on " + m.dest;
+        Target target = mount_point(root, m.dest, true, what);
         UniqueFd mnt = new_mount("mqueue", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, m.dest);
-        attach(mnt.get(), target.get(), "Can't mount mqueue on " + m.dest);
+        attach(mnt.get(), target.fd.get(), what);
     }
     void operator()(const Data& d) const
     {
@@ -343,8 +501,8 @@ struct Applier {
         if (d.kind == DataKind::RoBind)
             set |= MOUNT_ATTR_RDONLY;
         set_attrs(tree.get(), 0, set, what);
-        UniqueFd target = ensure_mount_point(root, d.dest, false, d.parent_mode);
-        attach(tree.get(), target.get(), what);
+        Target target = mount_point(root, d.dest, false, what, d.parent_mode);
+        attach(tree.get(), target.fd.get(), what);
         // Only now: the kernel attaches no mount whose root is unlinked.
         check(::unlinkat(data_dir, name.c_str(), 0), what);
     }
@@ -361,22 +519,31 @@ struct Applier {
     }
     void operator()(const Proc& p) const
     {
-        UniqueFd target = ensure_dir(root, p.dest, 0755);
+        const std::string what = "Can't mount proc on " + p.dest;
+        Target target = mount_point(root, p.dest, true, what);
         UniqueFd mnt = new_mount("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, p.dest);
-        attach(mnt.get(), target.get(), "Can't mount proc on " + p.dest);
+        attach(mnt.get(), target.fd.get(), what);
         cover_proc(root, p.dest);
     }
     void operator()(const Overlay& o) const
     {
         const std::string what = std::string("Can't mount ") + option_of(o.kind) + " on " + o.dest;
         // lowerdir lists the topmost layer first; the last --overlay-src given is the top.
+        Target target = mount_point(root, o.dest, true, what);
+        std::vector<const std::string*> paths;
+        for (const std::string& src : o.sources)
+            paths.push_back(&src);
+        if (o.kind == OverlayKind::ReadWrite)
+            paths.insert(paths.end(), {&o.upper, &o.work});
+        for (size_t i = 0; i < paths.size(); ++i)
+            refuse_redirected(*paths[i], (*layers)[i].fd.get(), (*layers)[i].via_symlink, o.dest, target, what);
         std::string lower;
         for (size_t i = o.sources.size(); i-- > 0;)
-            lower += (lower.empty() ? "" : ":") + fd_path((*layers)[i].get());
+            lower += (lower.empty() ? "" : ":") + fd_path((*layers)[i].fd.get());
         std::vector<std::pair<const char*, std::string>> params{{"lowerdir", lower}};
         if (o.kind == OverlayKind::ReadWrite) {
-            params.emplace_back("upperdir", fd_path((*layers)[o.sources.size()].get()));
-            params.emplace_back("workdir", fd_path((*layers)[o.sources.size() + 1].get()));
+            params.emplace_back("upperdir", fd_path((*layers)[o.sources.size()].fd.get()));
+            params.emplace_back("workdir", fd_path((*layers)[o.sources.size() + 1].fd.get()));
         } else if (o.kind == OverlayKind::Tmp) {
             // Security: the upper layer lives in the hidden tmpfs, which goes
             // with the old root: the overlay at dest is the only way to it.
@@ -389,7 +556,7 @@ struct Applier {
                 if (!dir)
                     throw SysError(errno, what);
                 params.emplace_back(name == upper ? "upperdir" : "workdir", fd_path(dir.get()));
-                layers->push_back(std::move(dir));  // open until the overlay is made
+                layers->push_back({std::move(dir)});  // open until the overlay is made
             }
         }
         // Security: nosuid and nodev, as for binds; --ro-overlay has no upper
@@ -398,22 +565,22 @@ struct Applier {
         if (o.kind == OverlayKind::ReadOnly)
             attrs |= MOUNT_ATTR_RDONLY;
         UniqueFd mnt = new_mount("overlay", params, attrs, o.dest);
-        UniqueFd target = ensure_dir(root, o.dest, kDirMode);
-        attach(mnt.get(), target.get(), what);
+        attach(mnt.get(), target.fd.get(), what);
     }
     void operator()(const Dev&) const {}  // expanded by make_plan
     void operator()(const Devpts& d) const
     {
-        UniqueFd target = ensure_dir(root, d.dest, 0755);
+        const std::string what = "Can't mount devpts on " + d.dest;
+        Target target = mount_point(root, d.dest, true, what);
         UniqueFd mnt =
             new_mount("devpts", {{"ptmxmode", "0666"}, {"mode", "620"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, d.dest);
-        attach(mnt.get(), target.get(), "Can't mount devpts on " + d.dest);
+        attach(mnt.get(), target.fd.get(), what);
     }
     void operator()(const Dir& d) const { ensure_dir(root, d.dest, d.mode, d.parent_mode); }
     void operator()(const Symlink& s) const
     {
         auto [parent, name] = split_parent(s.dest);
-        UniqueFd dir = ensure_dir(root, parent, 0755);
+        UniqueFd dir = std::move(ensure_dir(root, parent, 0755).fd);
         if (::symlinkat(s.target.c_str(), dir.get(), name.c_str()) == 0)
             return;
         int err = errno;
@@ -442,13 +609,13 @@ void apply(const Plan& plan)
     const mode_t caller_umask = ::umask(0);
 
     // Open every host source first, while the host tree is still in view.
-    std::vector<std::optional<UniqueFd>> sources(plan.ops.size());
-    std::vector<std::vector<UniqueFd>> layers(plan.ops.size());
+    std::vector<std::optional<Source>> sources(plan.ops.size());
+    std::vector<std::vector<HostPath>> layers(plan.ops.size());
     for (size_t i = 0; i < plan.ops.size(); ++i)
         if (auto* bind = std::get_if<Bind>(&plan.ops[i]))
-            sources[i] = open_source(*bind);
+            sources[i] = open_source(*bind, plan.no_follow_sources);
         else if (auto* overlay = std::get_if<Overlay>(&plan.ops[i]))
-            layers[i] = open_layers(*overlay);
+            layers[i] = open_layers(*overlay, plan.no_follow_sources);
 
     // --bind-data files and --tmp-overlay upper layers are made in a tmpfs of
     // their own, attached under the staging point so that the new root covers
@@ -489,6 +656,10 @@ void apply(const Plan& plan)
     // By path, not fchdir(root): a bind onto "/" stacks over the tmpfs root,
     // and only a path walk reaches the topmost mount.
     check(::chdir(kStaging), std::string("chdir(") + kStaging + ")");
+    // Security: the top of the staging point must be the root we built; no
+    // mount may have been stacked over it (refuse_covering sees to that).
+    if (place_of(AT_FDCWD, "stat(.)") != place_of(root.get(), "stat(root)"))
+        throw UsageError("Refusing to pivot: a mount covers the new root");
     sys::pivot_root(".", ".");
     check(::umount2(".", MNT_DETACH), "Can't detach the old root");
     check(::chdir("/"), "chdir(/)");

@@ -96,6 +96,9 @@ using Op = std::variant<Bind, Tmpfs, Proc, Dev, Devpts, Dir, Symlink, RemountRo,
 // What apply() executes: destinations normalised, --dev expanded.
 struct Plan {
     std::vector<Op> ops;
+    // --no-follow-sources: a host source path (bind, overlay layer, RWSRC,
+    // WORKDIR) with a symlink in any component is refused.
+    bool no_follow_sources = false;
 };
 
 // The destination of any op.

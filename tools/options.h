@@ -61,6 +61,7 @@ struct Options {
     bool assert_userns_disabled = false;  // --assert-userns-disabled
     std::optional<std::string> argv0;  // --argv0
     bool level_prefix = false;  // --level-prefix
+    bool no_follow_sources = false;  // --no-follow-sources
 
     // Said on stderr, prefixed like errors, when the options are used (bwrap
     // warns about a repeated --seccomp, for one).

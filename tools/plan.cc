@@ -121,6 +121,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     }
 
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
+    plan.mounts.no_follow_sources = o.no_follow_sources;
     plan.env = ns::build_env(host.environ, o.env);
     plan.chdir = o.chdir;
     plan.host_cwd = host.cwd;

@@ -821,3 +821,11 @@ TEST(ParseArgs, OverlayMisuseUsesBwrapsMessages)
               "--ro-overlay requires at least two --overlay-src");
     EXPECT_EQ(plan_error({"--overlay-src", "/l", "--tmp-overlay", "/t", "true"}), "");
 }
+
+TEST(MakePlan, NoFollowSourcesReachesTheMountPlan)
+{
+    EXPECT_FALSE(
+        tools::make_launch_plan(parse_args({"--bind", "/a", "/a", "true"}), user_host()).mounts.no_follow_sources);
+    auto plan = tools::make_launch_plan(parse_args({"--bind", "/a", "/a", "--no-follow-sources", "true"}), user_host());
+    EXPECT_TRUE(plan.mounts.no_follow_sources);
+}

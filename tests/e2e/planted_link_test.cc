@@ -1,0 +1,239 @@
+// Links planted by an earlier run in a directory the sandbox can write must
+// not turn a later bind into a view of the host (issue 13): WT/.git replaced
+// by a link to /, to a home, to a parent, used as a bind source or overlay
+// layer, also while a writer swaps the link and the real directory. Each case
+// runs as the caller and, for root, again with --cap-drop ALL; CI runs the
+// suite a second time unprivileged. The sandboxed command tries to read a
+// secret the test left on the host: it must never print it.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/e2e/e2e.h"
+
+namespace cocoon::test {
+namespace {
+
+// The ways a capable caller runs the same command line: as it is, and (root
+// only) with every capability dropped.
+std::vector<std::vector<std::string>> modes()
+{
+    if (is_root())
+        return {{}, {"--cap-drop", "ALL"}};
+    return {{}};
+}
+
+// A worktree WT whose .git the test replaces, and a secret elsewhere on the
+// host that no sandbox below is given.
+struct Worktree {
+    TempDir wt, host;
+    std::string secret = unique_marker("host-secret");
+    std::string secret_path = host / "secret";
+
+    Worktree() { write_file(secret_path, secret + "\n"); }
+    std::string git() const { return wt / ".git"; }
+    void plant(const std::string& target) const { ASSERT_EQ(::symlink(target.c_str(), git().c_str()), 0) << git(); }
+    // The orchestrator's usual line: WT read-write, WT/.git read-only.
+    std::vector<std::string> binds() const { return {"--bind", wt.path(), wt.path(), "--ro-bind", git(), git()}; }
+    // Reads the secret wherever a leak could put it: at its own path (the
+    // host's root stacked on the sandbox's) or under WT/.git.
+    std::vector<std::string> probe() const
+    {
+        // 2>&1: the minimal root has no /dev/null to send errors to.
+        return sh("cat " + secret_path + " " + git() + secret_path + " " + git() + "/secret 2>&1; true");
+    }
+};
+
+void expect_refused(const Result& r, const Worktree& w, const std::string& why)
+{
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_FALSE(contains(r.out, w.secret)) << "the host's secret reached the sandbox";
+    EXPECT_TRUE(contains(r.err, why)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// The probe would see the secret if the host's root were in view: run it in
+// a sandbox that is given the whole host, read-only.
+TEST(PlantedLink, TheProbeFindsAHostInView)
+{
+    Worktree w;
+    w.plant("/");
+    Result r = cocoon(args({{"--ro-bind", "/", "/"}, w.probe()}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, w.secret)) << r.out;
+}
+
+TEST(PlantedLink, ToTheHostRootIsRefused)
+{
+    Worktree w;
+    w.plant("/");
+    for (const auto& mode : modes()) {
+        auto before = mount_table();
+        Result r = in_sandbox(args({mode, w.binds()}), w.probe());
+        expect_refused(r, w, "leads through a symbolic link to the sandbox's root");
+        EXPECT_EQ(mount_table(), before);
+    }
+}
+
+TEST(PlantedLink, ToARelativeParentIsRefused)
+{
+    for (const char* target : {"..", "../..", "./../."}) {
+        Worktree w;
+        w.plant(target);
+        for (const auto& mode : modes()) {
+            Result r = in_sandbox(args({mode, w.binds()}), w.probe());
+            expect_refused(r, w, "leads through a symbolic link to ");
+        }
+    }
+}
+
+// The orchestrator gives the agent a fresh home at the caller's home path;
+// the link names that path, which the sandbox has (as a tmpfs), so the
+// destination resolves, but to another file than the source.
+TEST(PlantedLink, ToAHomeIsRefused)
+{
+    Worktree w;
+    TempDir home;
+    write_file(home / "id_ed25519", w.secret + "\n");
+    w.plant(home.path());
+    for (const auto& mode : modes()) {
+        Result r = in_sandbox(args({mode, {"--tmpfs", home.path()}, w.binds()}),
+                              sh("cat " + w.git() + "/id_ed25519 " + home.path() + "/id_ed25519 2>&1; true"));
+        expect_refused(r, w, "leads through a symbolic link to another file than " + w.git() + " is in the sandbox");
+    }
+    // Without the home in the sandbox, the destination cannot even be made.
+    Result r = in_sandbox(w.binds(), w.probe());
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_FALSE(contains(r.out, w.secret));
+}
+
+// WT bound elsewhere: the destination is spelled differently from the source
+// but reaches the same planted link.
+TEST(PlantedLink, UnderAnotherSpellingIsRefused)
+{
+    Worktree w;
+    TempDir home;
+    write_file(home / "id_ed25519", w.secret + "\n");
+    w.plant(home.path());
+    Result r = in_sandbox({"--tmpfs", home.path(), "--bind", w.wt.path(), "/work", "--ro-bind", w.git(), "/work/.git"},
+                          sh("cat /work/.git/id_ed25519 " + home.path() + "/id_ed25519 2>&1; true"));
+    expect_refused(r, w, "another file than /work/.git is in the sandbox");
+}
+
+TEST(PlantedLink, AsAnOverlayLayerIsRefused)
+{
+    Worktree w;
+    w.plant("/");
+    for (const auto& mode : modes()) {
+        Result r = in_sandbox(
+            args({mode, {"--bind", w.wt.path(), w.wt.path(), "--overlay-src", w.git(), "--tmp-overlay", w.git()}}),
+            w.probe());
+        expect_refused(r, w,
+                       "Can't mount --tmp-overlay on " + w.git() + ": " + w.git() +
+                           " leads through a symbolic link to the sandbox's root");
+    }
+}
+
+// Other mount ops cannot be stacked onto the root through a link either.
+TEST(PlantedLink, TmpfsOverTheRootIsRefused)
+{
+    Worktree w;
+    w.plant("/");
+    Result r = in_sandbox({"--bind", w.wt.path(), w.wt.path(), "--tmpfs", w.git()}, {"true"});
+    expect_refused(r, w,
+                   "Can't mount tmpfs on " + w.git() + ": " + w.git() +
+                       " leads through a symbolic link to the sandbox's root");
+}
+
+// The honest case still works: .git a link to a real directory beside it,
+// which the sandbox sees at the same place; it becomes read-only.
+TEST(PlantedLink, ALinkToTheSameFileIsBound)
+{
+    Worktree w;
+    ASSERT_EQ(::mkdir((w.wt / ".git-real").c_str(), 0755), 0);
+    write_file(w.wt / ".git-real/HEAD", "ref: main\n");
+    w.plant(".git-real");
+    for (const auto& mode : modes()) {
+        Result r = in_sandbox(args({mode, w.binds()}),
+                              sh("cat " + w.git() + "/HEAD; touch " + w.git() + "/x 2>&1 | grep -c Read-only"));
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "ref: main\n1\n");
+    }
+}
+
+TEST(PlantedLink, NoFollowSourcesRefusesAnyLink)
+{
+    Worktree w;
+    ASSERT_EQ(::mkdir((w.wt / ".git-real").c_str(), 0755), 0);
+    w.plant(".git-real");
+    for (const auto& mode : modes()) {
+        Result r = in_sandbox(args({{"--no-follow-sources"}, mode, w.binds()}), w.probe());
+        expect_refused(r, w,
+                       "Can't find source path " + w.git() +
+                           ": a component is a symbolic link (refused by --no-follow-sources)");
+        r = in_sandbox(args({{"--no-follow-sources", "--overlay-src", w.git(), "--tmp-overlay", "/o"}, mode}),
+                       {"true"});
+        expect_refused(r, w, "Can't find source path " + w.git() + ": a component is a symbolic link");
+    }
+    // A link higher up counts too; a real directory is bound as usual.
+    TempDir outer;
+    ASSERT_EQ(::symlink(w.wt.path().c_str(), (outer / "wt").c_str()), 0);
+    Result r = in_sandbox({"--no-follow-sources", "--ro-bind", outer / "wt", "/wt"}, {"true"});
+    expect_refused(r, w, "Can't find source path " + outer / "wt");
+    r = in_sandbox({"--no-follow-sources", "--ro-bind", w.wt.path(), "/wt"}, sh("ls -A /wt"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, ".git\n.git-real\n");
+}
+
+// A writer (here a thread of the test; in the attack, an agent in another
+// sandbox on the same worktree) swaps WT/.git between the real directory and
+// a link to / with RENAME_EXCHANGE while sandboxes start. Every start must
+// either be refused or bind the real directory; none may see the host.
+TEST(PlantedLink, RaceWithASwappingWriterNeverExposesTheHost)
+{
+    Worktree w;
+    ASSERT_EQ(::mkdir(w.git().c_str(), 0755), 0);
+    write_file(w.git() + "/HEAD", "ref: real\n");
+    const std::string link = w.wt / ".git-link";
+    ASSERT_EQ(::symlink("/", link.c_str()), 0);
+
+    std::atomic<bool> stop{false};
+    std::atomic<long> swaps{0};
+    std::thread swapper([&] {
+        while (!stop) {
+            if (::renameat2(AT_FDCWD, w.git().c_str(), AT_FDCWD, link.c_str(), RENAME_EXCHANGE) == 0)
+                ++swaps;
+        }
+    });
+    int refused = 0, bound = 0;
+    for (const auto& mode : modes())
+        for (int i = 0; i < 25; ++i) {
+            Result r = in_sandbox(args({mode, w.binds()}), sh("cat " + w.git() + "/HEAD 2>&1; " + w.probe()[2]));
+            EXPECT_FALSE(contains(r.out, w.secret)) << "start " << i << " exposed the host";
+            if (r.code == 0) {
+                // The real directory, or nothing: renaming a mount point away
+                // from another mount namespace detaches the mount (Linux
+                // allows it since 3.18), and the sandbox then sees the link,
+                // which leads to its own root.
+                EXPECT_TRUE(r.out.rfind("ref: real\n", 0) == 0 || contains(r.out, "HEAD: No such file")) << r.out;
+                ++bound;
+            } else {
+                EXPECT_EQ(r.code, 1) << r.err;
+                EXPECT_TRUE(r.out.empty()) << r.out;
+                ++refused;
+            }
+        }
+    stop = true;
+    swapper.join();
+    EXPECT_GT(swaps, 100) << "the writer hardly ran; the race was not exercised";
+    EXPECT_GT(refused, 0) << "no start met the link (bound " << bound << ")";
+}
+
+}  // namespace
+}  // namespace cocoon::test
