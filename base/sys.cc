@@ -47,15 +47,19 @@ void pivot_root(const char* new_root, const char* put_old)
     check(::syscall(SYS_pivot_root, new_root, put_old), std::string("pivot_root(") + new_root + ")");
 }
 
-pid_t clone3(unsigned long long flags, int* pidfd)
+Cloned clone3(unsigned long long flags)
 {
+    int pidfd = -1;
     clone_args args{};
     args.flags = flags | CLONE_PIDFD;
-    args.pidfd = reinterpret_cast<unsigned long long>(pidfd);
+    args.pidfd = reinterpret_cast<unsigned long long>(&pidfd);
     // With CLONE_PARENT the kernel takes the caller's own exit signal and
     // refuses any other value than 0 here.
     args.exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD;
-    return static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
+    pid_t pid = static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
+    if (pid == 0)
+        return Cloned{0, UniqueFd()};
+    return Cloned{pid, UniqueFd(pidfd)};
 }
 
 void write_file(const std::string& path, const std::string& data, int dirfd)

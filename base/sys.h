@@ -18,9 +18,13 @@ int try_openat2(int dirfd, const std::string& path, int flags, unsigned long lon
 
 void pivot_root(const char* new_root, const char* put_old);
 
-// clone3(2) with fork semantics (no new stack). Returns 0 in the child and
-// the child's pid in the parent; the pidfd of the child lands in *pidfd.
-pid_t clone3(unsigned long long flags, int* pidfd);
+// clone3(2) with fork semantics (no new stack): pid 0 and no pidfd in the
+// child; in the parent, the child's pid and a pidfd of it (CLONE_PIDFD).
+struct Cloned {
+    pid_t pid;
+    UniqueFd pidfd;
+};
+Cloned clone3(unsigned long long flags);
 
 // Writes all of data to path (opened O_WRONLY|O_CLOEXEC, relative to dirfd);
 // for /proc files.

@@ -6,7 +6,7 @@
 namespace cocoon {
 
 SysError::SysError(int err, const std::string& context)
-    : std::runtime_error(context + ": " + std::strerror(err)), m_errno(err)
+    : std::runtime_error(context + ": " + std::strerror(err)), m_errno(err), m_context(context)
 {
 }
 

@@ -12,9 +12,12 @@ class SysError : public std::runtime_error {
 public:
     SysError(int err, const std::string& context);
     int code() const { return m_errno; }
+    // What was being done, without the strerror part.
+    const std::string& context() const { return m_context; }
 
 private:
     int m_errno;
+    std::string m_context;
 };
 
 // Setup errors that are not a failed call (bad input, a broken rule):

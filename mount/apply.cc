@@ -237,13 +237,13 @@ std::string fd_name(const FdUse& use)
 // which open_tree may not clone from ours. Our namespace is a copy, so the
 // fd's path leads to the copy of that mount; the clone must be the very file
 // the fd names (a rename in between makes this an error, never another file).
-UniqueFd open_fd_tree(const Bind& bind)
+UniqueFd open_fd_tree(const Bind& bind, int fd)
 {
     const std::string what = fd_name(*fd_use(bind));
     struct stat want, got;
-    check(::fstat(bind.fd, &want), "Can't use " + what);
+    check(::fstat(fd, &want), "Can't use " + what);
     char path[PATH_MAX];
-    ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(bind.fd)).c_str(), path, sizeof path);
+    ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), path, sizeof path);
     if (n < 0 || n == sizeof path)
         throw SysError(n < 0 ? errno : ENAMETOOLONG, "Can't find the path of " + what);
     if (path[0] != '/')
@@ -287,11 +287,11 @@ struct Source {
 
 // A clone of the host tree at bind.source (or at bind.fd), with the bind's
 // restrictions set on every mount in it; nullopt for a missing optional source.
-std::optional<Source> open_source(const Bind& bind, bool no_follow)
+std::optional<Source> open_source(const Bind& bind, const Fds& fds, bool no_follow)
 {
     Source src;
     if (bind.fd >= 0) {
-        src.tree = open_fd_tree(bind);
+        src.tree = open_fd_tree(bind, fds.at(bind.fd).get());
     } else {
         // Opened first, then cloned from the fd: what was checked for
         // symlinks is what is bound.
@@ -422,7 +422,7 @@ void copy_data(int from, int to, const Data& d)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            throw SysError(errno, "Can't read " + fd_name(*fd_use(d)) + " for " + d.dest);
+            throw SysError(errno, "Can't read " + fd_name(fd_use(d)) + " for " + d.dest);
         if (n == 0)
             return;
         for (ssize_t done = 0; done < n;) {
@@ -439,6 +439,7 @@ struct Applier {
     std::optional<Source>* source;  // the pre-opened source of the current op
     std::vector<HostPath>* layers;  // an overlay op's pre-opened directories
     int data_dir;  // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
+    const Fds* fds;  // the fds the data ops read
     size_t index;  // the op's position, for unique names in data_dir
 
     void operator()(const Bind& b) const
@@ -481,7 +482,7 @@ struct Applier {
                                        d.mode, file);
             if (err < 0)
                 throw SysError(-err, "Can't create file " + d.dest);
-            copy_data(d.fd, file.get(), d);
+            copy_data(fds->at(d.fd).get(), file.get(), d);
             return;
         }
         // Security: the data file lives in a tmpfs that is attached only below
@@ -492,8 +493,8 @@ struct Applier {
         UniqueFd file(::openat(data_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, d.mode));
         if (!file)
             throw SysError(errno, "Can't create the data file for " + d.dest);
-        copy_data(d.fd, file.get(), d);
-        const std::string what = "Can't bind mount " + fd_name(*fd_use(d)) + " on " + d.dest;
+        copy_data(fds->at(d.fd).get(), file.get(), d);
+        const std::string what = "Can't bind mount " + fd_name(fd_use(d)) + " on " + d.dest;
         UniqueFd tree(::open_tree(data_dir, name.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
         if (!tree)
             throw SysError(errno, what);
@@ -567,9 +568,14 @@ struct Applier {
         UniqueFd mnt = new_mount("overlay", params, attrs, o.dest);
         attach(mnt.get(), target.fd.get(), what);
     }
-    void operator()(const Dev&) const {}  // expanded by make_plan
     void operator()(const Devpts& d) const
     {
+        // Security: a new devpts instance holds only the sandbox's own
+        // terminals, never the host's. ptmxmode 0666 lets the command open
+        // pts/ptmx (the /dev/ptmx link) to make one; mode 620 gives each new
+        // terminal to its opener, writable by its group (tty-style write(1)
+        // messages), readable by no one else. Not nodev: the pts are device
+        // nodes; nosuid and noexec, as nothing there is a program.
         const std::string what = "Can't mount devpts on " + d.dest;
         Target target = mount_point(root, d.dest, true, what);
         UniqueFd mnt =
@@ -600,7 +606,7 @@ struct Applier {
 
 }  // namespace
 
-void apply(const Plan& plan)
+void apply(const Plan& plan, Fds fds)
 {
     // Security: nothing mounted from here on propagates back to the host.
     check(::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr), "Failed to make / slave");
@@ -613,7 +619,7 @@ void apply(const Plan& plan)
     std::vector<std::vector<HostPath>> layers(plan.ops.size());
     for (size_t i = 0; i < plan.ops.size(); ++i)
         if (auto* bind = std::get_if<Bind>(&plan.ops[i]))
-            sources[i] = open_source(*bind, plan.no_follow_sources);
+            sources[i] = open_source(*bind, fds, plan.no_follow_sources);
         else if (auto* overlay = std::get_if<Overlay>(&plan.ops[i]))
             layers[i] = open_layers(*overlay, plan.no_follow_sources);
 
@@ -641,7 +647,7 @@ void apply(const Plan& plan)
           std::string("Can't attach the new root on ") + kStaging);
 
     for (size_t i = 0; i < plan.ops.size(); ++i) {
-        std::visit(Applier{root.get(), &sources[i], &layers[i], data_dir.get(), i}, plan.ops[i]);
+        std::visit(Applier{root.get(), &sources[i], &layers[i], data_dir.get(), &fds, i}, plan.ops[i]);
         // A mount onto "/" stacks over the root we hold; walks that start at
         // an fd do not climb onto mounts stacked on it, so take the new top.
         if (dest_of(plan.ops[i]) == "/") {
@@ -666,12 +672,13 @@ void apply(const Plan& plan)
     ::umask(caller_umask);
 
     // Security: the fds the data and --bind-fd ops used do not reach the
-    // command (bwrap closes them too, even 0-2); fds above 2 would be closed
-    // at exec anyway.
+    // command: closed here (bwrap closes them too, even 0-2, which are owned
+    // as copies); fds above 2 would be closed at exec anyway.
     data_dir.reset();
-    for (const Op& op : plan.ops)
-        if (auto use = fd_use(op))
-            ::close(use->fd);
+    for (auto& [number, fd] : fds)
+        if (number <= 2)
+            ::close(number);
+    fds.clear();
 }
 
 }  // namespace cocoon::mount

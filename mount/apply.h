@@ -8,6 +8,7 @@ namespace cocoon::mount {
 
 // Builds the new root on a fresh tmpfs, applies plan.ops in order, then makes
 // it the process's root and detaches the old one. Throws SysError/UsageError.
-void apply(const Plan& plan);
+// fds: the fds the ops name, closed once used (none reaches the command).
+void apply(const Plan& plan, Fds fds);
 
 }  // namespace cocoon::mount

@@ -2,15 +2,11 @@
 #include "mount/plan.h"
 
 #include <map>
+#include <type_traits>
 
 #include "base/sys_error.h"
 
 namespace cocoon::mount {
-
-const std::string& dest_of(const Op& op)
-{
-    return std::visit([](const auto& o) -> const std::string& { return o.dest; }, op);
-}
 
 mode_t parent_mode_for(mode_t perms)
 {
@@ -48,13 +44,39 @@ const char* option_of(OverlayKind kind)
     return "?";
 }
 
-std::optional<FdUse> fd_use(const Op& op)
+std::optional<FdUse> fd_use(const Bind& bind)
+{
+    if (bind.fd < 0)
+        return std::nullopt;
+    return FdUse{bind.fd, bind.kind == BindKind::ReadOnly ? "--ro-bind-fd" : "--bind-fd"};
+}
+
+FdUse fd_use(const Data& data)
+{
+    return FdUse{data.fd, option_of(data.kind)};
+}
+
+namespace {
+
+template <class AnyOp> std::optional<FdUse> fd_use_of(const AnyOp& op)
 {
     if (auto* d = std::get_if<Data>(&op))
-        return FdUse{d->fd, option_of(d->kind)};
-    if (auto* b = std::get_if<Bind>(&op); b && b->fd >= 0)
-        return FdUse{b->fd, b->kind == BindKind::ReadOnly ? "--ro-bind-fd" : "--bind-fd"};
+        return fd_use(*d);
+    if (auto* b = std::get_if<Bind>(&op))
+        return fd_use(*b);
     return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<FdUse> fd_use(const Op& op)
+{
+    return fd_use_of(op);
+}
+
+std::optional<FdUse> fd_use(const InputOp& op)
+{
+    return fd_use_of(op);
 }
 
 std::string normalize_dest(const std::string& path)
@@ -111,17 +133,17 @@ void expand_dev(const std::string& dest, const std::optional<std::string>& conso
 
 }  // namespace
 
-Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& console)
+Plan make_plan(const std::vector<InputOp>& ops, const std::optional<std::string>& console)
 {
     Plan plan;
     // bwrap closes each data or --bind-fd fd once used, so a second use of
     // one fails there; here it is refused before the sandbox exists.
     std::map<int, const char*> fds;
-    for (const Op& op : ops)
+    for (const InputOp& op : ops)
         if (auto use = fd_use(op); use && !fds.emplace(use->fd, use->option).second)
             throw UsageError(std::string(use->option) + " " + std::to_string(use->fd) + ": fd " +
                              std::to_string(use->fd) + " is already used by " + fds[use->fd]);
-    for (Op op : ops) {
+    for (InputOp op : ops) {
         // bwrap's counts: an overlay needs a lower layer, and a read-only one
         // of a single layer would only be an --ro-bind.
         if (auto* o = std::get_if<Overlay>(&op)) {
@@ -130,11 +152,15 @@ Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& con
                 throw UsageError(std::string(option_of(o->kind)) + " requires at least " + (need == 1 ? "one" : "two") +
                                  " --overlay-src");
         }
-        std::visit([](auto& o) { o.dest = normalize_dest(o.dest); }, op);
-        if (auto* dev = std::get_if<Dev>(&op))
-            expand_dev(dev->dest, console, plan.ops);
-        else
-            plan.ops.push_back(std::move(op));
+        std::visit(
+            [&](auto& o) {
+                o.dest = normalize_dest(o.dest);
+                if constexpr (std::is_same_v<std::decay_t<decltype(o)>, Dev>)
+                    expand_dev(o.dest, console, plan.ops);
+                else
+                    plan.ops.push_back(std::move(o));
+            },
+            op);
     }
     return plan;
 }

@@ -4,10 +4,13 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "base/unique_fd.h"
 
 namespace cocoon::mount {
 
@@ -91,7 +94,15 @@ struct Overlay {
     OverlayKind kind = OverlayKind::Tmp;
 };
 
-using Op = std::variant<Bind, Tmpfs, Proc, Dev, Devpts, Dir, Symlink, RemountRo, Data, Mqueue, Chmod, Overlay>;
+// What apply() executes.
+using Op = std::variant<Bind, Tmpfs, Proc, Devpts, Dir, Symlink, RemountRo, Data, Mqueue, Chmod, Overlay>;
+// What the command line gives: the same, but --dev (which make_plan expands)
+// in place of the Devpts it makes.
+using InputOp = std::variant<Bind, Tmpfs, Proc, Dev, Dir, Symlink, RemountRo, Data, Mqueue, Chmod, Overlay>;
+
+// The fds the ops read (--file, --bind-data, --ro-bind-data) or bind
+// (--bind-fd, --ro-bind-fd), owned, by the number the op names.
+using Fds = std::map<int, UniqueFd>;
 
 // What apply() executes: destinations normalised, --dev expanded.
 struct Plan {
@@ -102,14 +113,20 @@ struct Plan {
 };
 
 // The destination of any op.
-const std::string& dest_of(const Op& op);
+template <class AnyOp> const std::string& dest_of(const AnyOp& op)
+{
+    return std::visit([](const auto& o) -> const std::string& { return o.dest; }, op);
+}
 
 // An op that reads from one of the caller's fds, and the option that named it.
 struct FdUse {
     int fd;
     const char* option;  // "--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd"
 };
+std::optional<FdUse> fd_use(const Bind& bind);
+FdUse fd_use(const Data& data);
 std::optional<FdUse> fd_use(const Op& op);
+std::optional<FdUse> fd_use(const InputOp& op);
 
 // Absolute, without "." or repeated slashes; a destination without a leading
 // slash is taken from the sandbox's root, as bwrap does. Throws UsageError for
@@ -120,6 +137,6 @@ std::string normalize_dest(const std::string& path);
 // Throws UsageError naming the offending destination, or an fd that two ops
 // would read. console: the caller's terminal (the path of its stdout), which
 // each --dev binds at DEST/console, as bwrap does; nullopt for none.
-Plan make_plan(const std::vector<Op>& ops, const std::optional<std::string>& console = std::nullopt);
+Plan make_plan(const std::vector<InputOp>& ops, const std::optional<std::string>& console = std::nullopt);
 
 }  // namespace cocoon::mount

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "base/sys_error.h"
@@ -53,6 +54,22 @@ const std::array<ReportedNamespace, 6> kReportedNamespaces = {{{CLONE_NEWCGROUP,
                                                                {CLONE_NEWPID, "pid"},
                                                                {CLONE_NEWUTS, "uts"}}};
 
+ErrorMsg error_message(const std::exception& e, const std::string& step)
+{
+    if (auto* sys = dynamic_cast<const SysError*>(&e))
+        return ErrorMsg{sys->code(), step, sys->context()};
+    if (dynamic_cast<const UsageError*>(&e))
+        return ErrorMsg{0, step, e.what()};
+    return ErrorMsg{0, step, "setup step " + step + ": " + e.what()};
+}
+
+void rethrow(const ErrorMsg& msg)
+{
+    if (msg.err != 0)
+        throw SysError(msg.err, msg.text);
+    throw UsageError(msg.text);
+}
+
 void send_message(int sock, const Message& msg)
 {
     std::string data;
@@ -68,7 +85,15 @@ void send_message(int sock, const Message& msg)
         return;
     }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
-        data = kError + err->text;
+        // type, errno, step length (one byte), step, text; cut to one datagram.
+        const int32_t code = err->err;
+        const std::string step = err->step.substr(0, 255);
+        data.assign(1, kError);
+        data.append(reinterpret_cast<const char*>(&code), sizeof code);
+        data.push_back(static_cast<char>(step.size()));
+        data += step;
+        data += err->text;
+        data.resize(std::min(data.size(), kMaxDatagram));
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
         data.assign(1, kNamespaces);
         data.append(reinterpret_cast<const char*>(ns->inodes.data()), sizeof ns->inodes);
@@ -80,9 +105,67 @@ void send_message(int sock, const Message& msg)
     ::send(sock, data.data(), data.size(), MSG_NOSIGNAL);
 }
 
-std::optional<Message> receive_message(int sock, bool blocking)
+Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool truncated)
 {
-    char buf[4096];
+    if (truncated)
+        throw ProtocolError("a setup message was cut short (" + std::to_string(data.size()) + " bytes received)");
+    if (data.empty())
+        throw ProtocolError("an empty setup message");
+    const char type = data[0];
+    const std::string_view body = data.substr(1);
+    const bool wants_fds = type == kListeners || type == kFirstProcess || type == kOtherProcess;
+    if (!wants_fds && !fds.empty())
+        throw ProtocolError("a setup message of type '" + std::string(1, type) + "' carried fds");
+    switch (type) {
+    case kListeners:
+        if (body.empty() && !fds.empty())
+            return ListenersMsg{std::move(fds)};
+        break;
+    case kFirstProcess:
+    case kOtherProcess:
+        if (body.empty() && fds.size() == 1)
+            return PidfdMsg{type == kFirstProcess, std::move(fds[0])};
+        break;
+    case kStatus:
+        if (body.size() == sizeof(int)) {
+            int status;
+            std::memcpy(&status, body.data(), sizeof status);
+            return StatusMsg{status};
+        }
+        break;
+    case kNamespaces:
+        if (body.size() == sizeof(NamespacesMsg::inodes)) {
+            NamespacesMsg ns;
+            std::memcpy(ns.inodes.data(), body.data(), sizeof ns.inodes);
+            return ns;
+        }
+        break;
+    case kError:
+        if (body.size() >= sizeof(int32_t) + 1) {
+            int32_t code;
+            std::memcpy(&code, body.data(), sizeof code);
+            const size_t step_size = static_cast<unsigned char>(body[sizeof code]);
+            const std::string_view rest = body.substr(sizeof code + 1);
+            if (code >= 0 && step_size <= rest.size())
+                return ErrorMsg{code, std::string(rest.substr(0, step_size)), std::string(rest.substr(step_size))};
+        }
+        break;
+    default:
+        throw ProtocolError("a setup message of unknown type " + std::to_string(static_cast<unsigned char>(type)));
+    }
+    throw ProtocolError("a malformed setup message of type '" + std::string(1, type) + "' (" +
+                        std::to_string(data.size()) + " bytes, " + std::to_string(fds.size()) + " fds)");
+}
+
+namespace {
+
+// recvmsg of one datagram; nullopt at EOF, or when nothing is queued and
+// flags has MSG_DONTWAIT.
+std::optional<Message> receive(int sock, int flags)
+{
+    // One byte more than a sender writes, so an oversized datagram shows as
+    // MSG_TRUNC even where the kernel would not report it.
+    char buf[kMaxDatagram + 1];
     for (;;) {
         iovec iov{buf, sizeof buf};
         alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
@@ -91,10 +174,14 @@ std::optional<Message> receive_message(int sock, bool blocking)
         msg.msg_iovlen = 1;
         msg.msg_control = control;
         msg.msg_controllen = sizeof control;
-        ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (blocking ? 0 : MSG_DONTWAIT));
+        ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && (flags & MSG_DONTWAIT))
+            return std::nullopt;
+        if (n < 0)
+            throw SysError(errno, "Reading the setup channel");
+        if (n == 0)
             return std::nullopt;
         std::vector<UniqueFd> fds;
         for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -104,24 +191,21 @@ std::optional<Message> receive_message(int sock, bool blocking)
                 for (size_t i = 0; i < count; ++i)
                     fds.emplace_back(in[i]);
             }
-        if (buf[0] == kListeners)
-            return ListenersMsg{std::move(fds)};
-        if ((buf[0] == kFirstProcess || buf[0] == kOtherProcess) && fds.size() == 1)
-            return PidfdMsg{buf[0] == kFirstProcess, std::move(fds[0])};
-        if (buf[0] == kStatus && n == 1 + sizeof(int)) {
-            int status;
-            std::memcpy(&status, buf + 1, sizeof status);
-            return StatusMsg{status};
-        }
-        if (buf[0] == kNamespaces && n == 1 + sizeof(NamespacesMsg::inodes)) {
-            NamespacesMsg ns;
-            std::memcpy(ns.inodes.data(), buf + 1, sizeof ns.inodes);
-            return ns;
-        }
-        if (buf[0] == kError)
-            return ErrorMsg{std::string(buf + 1, static_cast<size_t>(n - 1))};
-        // Anything else is not from our setup code; ignore it.
+        const bool truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxDatagram;
+        return decode_message(std::string_view(buf, static_cast<size_t>(n)), std::move(fds), truncated);
     }
+}
+
+}  // namespace
+
+std::optional<Message> receive_message(int sock)
+{
+    return receive(sock, 0);
+}
+
+std::optional<Message> receive_queued_message(int sock)
+{
+    return receive(sock, MSG_DONTWAIT);
 }
 
 }  // namespace cocoon::ns

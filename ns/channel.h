@@ -4,7 +4,9 @@
 
 #include <array>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -12,8 +14,13 @@
 
 namespace cocoon::ns {
 
-// Setup failed: "what failed: why", printed by the monitor as is.
+// Setup failed in the sandbox. The monitor rebuilds the exception: a
+// SysError(err, text) when err is set (text is its context, without the
+// strerror part), else a UsageError(text). step names the launch step, for
+// failures that are neither (their text is prefixed with it).
 struct ErrorMsg {
+    int err = 0;
+    std::string step;
     std::string text;
 };
 // The command ended with this wait status (sent by PID 1 before it exits).
@@ -46,12 +53,36 @@ struct ReportedNamespace {
 };
 extern const std::array<ReportedNamespace, 6> kReportedNamespaces;
 
+// The ErrorMsg for an exception thrown during `step`: errno and context of a
+// SysError, the text of anything else.
+ErrorMsg error_message(const std::exception& e, const std::string& step);
+
+// Throws the exception an ErrorMsg describes (see ErrorMsg).
+[[noreturn]] void rethrow(const ErrorMsg& msg);
+
 // Best effort for errors and status: a dead monitor is not the sender's
 // problem. Sending listeners throws SysError when it fails.
 void send_message(int sock, const Message& msg);
 
-// One message; nullopt at EOF (every sender is gone) or when nothing is
-// queued on a non-blocking read.
-std::optional<Message> receive_message(int sock, bool blocking);
+// Blocks for one message; nullopt at EOF (every sender is gone).
+std::optional<Message> receive_message(int sock);
+
+// One message if one is queued, else nullopt at once (also at EOF: poll's
+// POLLHUP tells the two apart).
+std::optional<Message> receive_queued_message(int sock);
+
+// The largest datagram a sender may write: an error's text is cut to fit.
+constexpr size_t kMaxDatagram = 4096;
+
+// Decodes one datagram (pure; unit-tested). fds: what SCM_RIGHTS carried.
+// truncated: the kernel cut the datagram or its fds (MSG_TRUNC, MSG_CTRUNC).
+// Throws ProtocolError for anything our setup code does not send: a
+// truncated, short, oversized or unknown datagram, or fds where none belong.
+Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool truncated);
+
+class ProtocolError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
 
 }  // namespace cocoon::ns

@@ -56,9 +56,9 @@ void check_namespace_fd(int fd, int nstype, const std::string& option)
         throw UsageError("Invalid " + named(option, fd) + ": not a " + type_name(nstype) + " namespace");
 }
 
-void join_namespace(int fd, int nstype, const std::string& option)
+void join_namespace(const CallerFd& fd, int nstype)
 {
-    if (::setns(fd, nstype) == 0)
+    if (::setns(fd.get(), nstype) == 0)
         return;
     int err = errno;
     std::string hint;
@@ -71,11 +71,11 @@ void join_namespace(int fd, int nstype, const std::string& option)
         hint = " (it must be the current PID namespace or a descendant of it)";
     else if (err == EPERM)
         hint = " (it must be owned by the user namespace in use, or one below it that the caller owns)";
-    throw SysError(err, "Joining " + named(option, fd) + " failed" + hint);
+    throw SysError(err, "Joining " + fd.name + " failed" + hint);
 }
 
-JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, const std::function<void()>& in_helper,
-                                       const std::function<void()>& child)
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock,
+                                       const std::function<void()>& in_helper, const std::function<void()>& child)
 {
     int sv[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
@@ -91,19 +91,19 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, c
         try {
             // User namespace first: it decides who may join the PID namespace
             // (CAP_SYS_ADMIN over its owner) and owns every namespace made next.
-            if (plan.userns_fd >= 0)
-                join_namespace(plan.userns_fd, CLONE_NEWUSER, "--userns");
+            if (fds.userns)
+                join_namespace(fds.userns, CLONE_NEWUSER);
             unsigned long long flags = plan.clone_flags;
-            if (plan.pidns_fd >= 0) {
+            if (fds.pidns) {
                 // setns only moves our future children into the PID namespace,
                 // and the kernel makes a nested one (--unshare-pid) only from a
                 // process that is in it already: one more fork then.
-                join_namespace(plan.pidns_fd, CLONE_NEWPID, "--pidns");
+                join_namespace(fds.pidns, CLONE_NEWPID);
                 if (flags & CLONE_NEWPID) {
                     // CLONE_PARENT as below; the monitor reaps it by its pidfd.
-                    int raw = -1;
-                    if (sys::clone3(CLONE_PARENT, &raw) != 0) {
-                        send_message(pidfd_write.get(), PidfdMsg{false, UniqueFd(raw)});
+                    sys::Cloned middle = sys::clone3(CLONE_PARENT);
+                    if (middle.pid != 0) {
+                        send_message(pidfd_write.get(), PidfdMsg{false, std::move(middle.pidfd)});
                         ::_exit(0);
                     }
                 }
@@ -112,29 +112,27 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, c
             // dies with the monitor (PDEATHSIG) and is reaped by it. Its pidfd
             // goes to the monitor: a pid read here would be in the joined PID
             // namespace's numbering.
-            int raw = -1;
-            pid_t pid;
+            sys::Cloned first;
             try {
-                pid = sys::clone3(flags | CLONE_PARENT, &raw);
+                first = sys::clone3(flags | CLONE_PARENT);
             } catch (const SysError& e) {
                 // The kernel nests a PID namespace only under one whose owner
                 // is our user namespace or an ancestor of it.
-                bool nested = plan.pidns_fd >= 0 && (flags & CLONE_NEWPID) && e.code() == EINVAL;
+                bool nested = fds.pidns && (flags & CLONE_NEWPID) && e.code() == EINVAL;
                 throw SysError(e.code(), "Creating new namespace failed" +
-                                             (nested ? " (--unshare-pid inside " + named("--pidns", plan.pidns_fd) +
+                                             (nested ? " (--unshare-pid inside " + fds.pidns.name +
                                                            " needs --userns with that namespace's owner)"
                                                      : std::string()));
             }
-            if (pid == 0) {
+            if (first.pid == 0) {
                 pidfd_write.reset();
                 child();
                 ::_exit(1);
             }
-            UniqueFd pidfd(raw);
-            send_message(pidfd_write.get(), PidfdMsg{true, std::move(pidfd)});
+            send_message(pidfd_write.get(), PidfdMsg{true, std::move(first.pidfd)});
             ::_exit(0);
         } catch (const std::exception& e) {
-            send_message(error_sock, ErrorMsg{e.what()});
+            send_message(error_sock, error_message(e, "joining namespaces"));
             ::_exit(1);
         }
     }
@@ -142,7 +140,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, c
     JoinedChild out;
     // Until EOF: every sender (helper, intermediate, first process) has
     // closed its end by then.
-    while (auto msg = receive_message(pidfd_read.get(), true)) {
+    while (auto msg = receive_message(pidfd_read.get())) {
         auto* sent = std::get_if<PidfdMsg>(&*msg);
         if (!sent)
             continue;

@@ -17,9 +17,10 @@ namespace cocoon::ns {
 // `nstype` (CLONE_NEWUSER, CLONE_NEWPID): "Invalid --userns 5: not a user namespace".
 void check_namespace_fd(int fd, int nstype, const std::string& option);
 
-// setns(fd, nstype); throws naming `option` and fd, with a hint for the
-// kernel's EINVAL/EPERM (the namespace's place in the tree, its owner).
-void join_namespace(int fd, int nstype, const std::string& option);
+// setns(fd, nstype); throws naming the fd as the caller did ("--userns 5"),
+// with a hint for the kernel's EINVAL/EPERM (the namespace's place in the
+// tree, its owner).
+void join_namespace(const CallerFd& fd, int nstype);
 
 // The sandbox's first process as the monitor sees it.
 struct JoinedChild {
@@ -28,11 +29,11 @@ struct JoinedChild {
 };
 
 // Starts the sandbox's first process inside the joined namespaces
-// (plan.userns_fd, plan.pidns_fd) through a short-lived helper. The first
+// (fds.userns, fds.pidns) through a short-lived helper. The first
 // process is cocoon's own child (CLONE_PARENT), so the monitor waits for it
 // as usual. In the helper, `in_helper` runs first (it drops the monitor's
 // fds); in the first process, `child` runs and must not return.
-JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, int error_sock, const std::function<void()>& in_helper,
-                                       const std::function<void()>& child);
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock,
+                                       const std::function<void()>& in_helper, const std::function<void()>& child);
 
 }  // namespace cocoon::ns

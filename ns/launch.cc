@@ -57,9 +57,9 @@ void set_parent_death_signal()
 void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
 {
     std::string cwd = "/";
-    if (plan.chdir) {
-        check(::chdir(plan.chdir->c_str()), "Can't chdir to " + *plan.chdir);
-        cwd = *plan.chdir;
+    if (const auto& dir = plan.process.chdir) {
+        check(::chdir(dir->c_str()), "Can't chdir to " + *dir);
+        cwd = *dir;
     } else if (::chdir(plan.host_cwd.c_str()) == 0) {
         cwd = plan.host_cwd;
     } else if (auto home = get_env(env, "HOME"); home && ::chdir(home->c_str()) == 0) {
@@ -74,24 +74,53 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
 // a time, so it is kept on the CPU cocoon started on: each hand-off is then a
 // local context switch rather than the wake-up of an idle CPU, which is slow
 // on virtual machines. Every process gets the caller's affinity back before
-// it does real work.
-std::optional<cpu_set_t> pin_to_current_cpu()
-{
-    cpu_set_t caller, one;
-    int cpu = ::sched_getcpu();
-    if (cpu < 0 || ::sched_getaffinity(0, sizeof caller, &caller) < 0)
-        return std::nullopt;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (::sched_setaffinity(0, sizeof one, &one) < 0)
-        return std::nullopt;
-    return caller;
-}
+// it does real work: the monitor with release(), the sandbox's processes
+// (forked with the pin) with restore().
+class CpuPin {
+public:
+    CpuPin()
+    {
+        cpu_set_t caller, one;
+        int cpu = ::sched_getcpu();
+        if (cpu < 0 || ::sched_getaffinity(0, sizeof caller, &caller) < 0)
+            return;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (::sched_setaffinity(0, sizeof one, &one) == 0)
+            m_caller = caller;
+    }
+    CpuPin(const CpuPin&) = delete;
+    CpuPin& operator=(const CpuPin&) = delete;
+    ~CpuPin() { release(); }
 
-void restore_affinity(const LaunchPlan& plan)
+    void restore() const
+    {
+        if (m_caller)
+            ::sched_setaffinity(0, sizeof *m_caller, &*m_caller);
+    }
+    void release()
+    {
+        restore();
+        m_caller.reset();
+    }
+
+private:
+    std::optional<cpu_set_t> m_caller;
+};
+
+// What one launch decides when it starts, beside the (const) plan.
+struct LaunchContext {
+    bool terminal_foreground = false;  // cocoon's group owned the terminal: the command gets it
+    sigset_t caller_mask{};  // the signal mask the command gets back
+    CpuPin pin;
+};
+
+// Security: never leave a sandbox running unsupervised. SIGKILL, then wait.
+void kill_and_reap(int pidfd)
 {
-    if (plan.cpu_affinity)
-        ::sched_setaffinity(0, sizeof *plan.cpu_affinity, &*plan.cpu_affinity);
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    siginfo_t info;
+    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED) < 0 && errno == EINTR) {}
 }
 
 // Makes our process group the terminal's foreground one. SIGTTOU is blocked
@@ -108,25 +137,24 @@ void take_terminal()
 
 // Puts the command in its own process group (--forward-signals signals that
 // group), and hands it the terminal when cocoon had it.
-void own_process_group(const LaunchPlan& plan)
+void own_process_group(const LaunchContext& ctx)
 {
     check(::setpgid(0, 0), "setpgid");
-    if (plan.terminal_foreground)
+    if (ctx.terminal_foreground)
         take_terminal();
 }
 
 // --block-fd, --userns-block-fd: waits until fd has a byte or EOF, takes the
 // byte, and closes the fd (the caller handed it over for this one use). poll
 // first, so an O_NONBLOCK fd blocks too.
-void wait_for_fd(int fd, const char* option)
+void wait_for_fd(CallerFd fd)
 {
-    pollfd pfd{fd, POLLIN, 0};
+    pollfd pfd{fd.get(), POLLIN, 0};
     while (::poll(&pfd, 1, -1) < 0)
         if (errno != EINTR)
-            throw SysError(errno, std::string(option) + " " + std::to_string(fd));
+            throw SysError(errno, fd.name);
     char byte;
-    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {}
-    ::close(fd);
+    while (::read(fd.get(), &byte, 1) < 0 && errno == EINTR) {}
 }
 
 // --lock-file: a shared POSIX lock on each file, held as long as this process
@@ -135,7 +163,7 @@ void wait_for_fd(int fd, const char* option)
 std::vector<UniqueFd> take_locks(const LaunchPlan& plan)
 {
     std::vector<UniqueFd> held;
-    for (const std::string& dest : plan.lock_files) {
+    for (const std::string& dest : plan.process.lock_files) {
         std::string path = dest.empty() || dest[0] != '/' ? "/" + dest : dest;
         UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
         if (!fd)
@@ -178,25 +206,29 @@ void close_fds_except(std::vector<int> keep)
 }
 
 // The command's process: final privileges, then exec. Throws on failure.
-// proc_dir: the host's /proc, held for --disable-userns only.
-[[noreturn]] void exec_command(const LaunchPlan& plan, const sigset_t& caller_mask, int proc_dir)
+// proc_dir: the host's /proc, held for --disable-userns only. keep: the one
+// caller fd the command keeps (--sync-fd with --as-pid-1), else invalid.
+[[noreturn]] void exec_command(const LaunchPlan& plan, const LaunchContext& ctx, int proc_dir, CallerFd keep)
 {
-    if (plan.new_session)
+    if (plan.process.new_session)
         // Security: a new session has no controlling terminal, so the command
         // cannot push input into the caller's terminal with TIOCSTI.
         check(::setsid(), "setsid");
-    else if (plan.forward_signals)
-        own_process_group(plan);
+    else if (plan.process.forward_signals)
+        own_process_group(ctx);
 
     std::vector<std::string> env = plan.env;
     enter_working_dir(plan, env);
 
-    // --uid/--gid with --userns: ids that the joined namespace maps. Keep the
-    // capabilities across the uid change; apply_caps decides which stay.
+    // --uid/--gid with --userns: ids that the joined namespace maps.
     if (plan.switch_gid)
         check(::setresgid(*plan.switch_gid, *plan.switch_gid, *plan.switch_gid),
               "unable to switch to gid " + std::to_string(*plan.switch_gid));
     if (plan.switch_uid) {
+        // Security: PR_SET_KEEPCAPS keeps the permitted set across the switch
+        // away from uid 0 (the effective set is cleared regardless); it lasts
+        // only until exec, and apply_caps below trims the set to what the
+        // plan allows, so the command gets no capability the plan does not name.
         check(::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "prctl(PR_SET_KEEPCAPS)");
         check(::setresuid(*plan.switch_uid, *plan.switch_uid, *plan.switch_uid),
               "unable to switch to uid " + std::to_string(*plan.switch_uid));
@@ -205,20 +237,19 @@ void close_fds_except(std::vector<int> keep)
     // that is the last one allowed, so it can make no more (and its
     // capabilities, if any, are over that namespace only). Before apply_caps:
     // the new namespace comes with a full capability set to trim.
-    if (plan.disable_userns)
+    if (plan.process.disable_userns)
         enter_nested_user_namespace(proc_dir);
-    if (plan.disable_userns || plan.assert_userns_disabled)
+    if (plan.process.disable_userns || plan.process.assert_userns_disabled)
         assert_user_namespaces_disabled();
     apply_caps(plan.caps, plan.ambient_caps);
     set_no_new_privs();
-    // Security: only stdin, stdout and stderr cross into the sandbox; an
-    // inherited directory fd would be a way back into the host's tree, and the
-    // setup channel would let the command forge the monitor's messages.
+    // Security: only stdin, stdout and stderr cross into the sandbox, and
+    // `keep`; an inherited directory fd would be a way back into the host's
+    // tree, and the setup channel would let the command forge the monitor's
+    // messages.
     check(::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC), "close_range");
-    // --sync-fd with --as-pid-1: the command is the sandbox's only process, so
-    // it is the one that keeps the fd open (as with bwrap).
-    if (plan.sync_fd >= 0 && !plan.reaper)
-        check(::fcntl(plan.sync_fd, F_SETFD, 0), "--sync-fd " + std::to_string(plan.sync_fd));
+    if (keep)
+        check(::fcntl(keep.fd.release(), F_SETFD, 0), keep.name);
 
     std::vector<char*> argv, envp;
     for (const std::string& arg : plan.argv)
@@ -226,20 +257,32 @@ void close_fds_except(std::vector<int> keep)
     argv.push_back(nullptr);
     // --argv0: the program is still found by the command's first word.
     const char* program = argv[0];
-    if (plan.argv0)
-        argv[0] = const_cast<char*>(plan.argv0->c_str());
+    if (plan.process.argv0)
+        argv[0] = const_cast<char*>(plan.process.argv0->c_str());
     for (const std::string& entry : env)
         envp.push_back(const_cast<char*>(entry.c_str()));
     envp.push_back(nullptr);
     environ = envp.data();  // execvp searches the command's PATH, not ours
-    ::sigprocmask(SIG_SETMASK, &caller_mask, nullptr);
-    restore_affinity(plan);
+    ::sigprocmask(SIG_SETMASK, &ctx.caller_mask, nullptr);
+    ctx.pin.restore();
     // Security: the caller's filters come last, after no_new_privs (which the
     // kernel requires of an unprivileged filter), so they need to allow
     // nothing but the exec itself.
     load_seccomp(plan);
     ::execvp(program, argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
+}
+
+// PID 2 (between fork and exec) has an exception boundary of its own: it
+// reports to the monitor and exits, never unwinding into PID 1's frames.
+[[noreturn]] void command_main(const LaunchPlan& plan, const LaunchContext& ctx, int proc_dir, int sock)
+{
+    try {
+        exec_command(plan, ctx, proc_dir, CallerFd());
+    } catch (const std::exception& e) {
+        send_message(sock, error_message(e, "13 (exec)"));
+    }
+    ::_exit(1);
 }
 
 NamespacesMsg own_namespaces(const LaunchPlan& plan)
@@ -266,94 +309,120 @@ void die_with_monitor(int sock)
 
 // PID 1 after the fork: no privilege, not ptraceable, reaping until the
 // command exits; reports the command's status to the monitor, then exits.
-[[noreturn]] void be_reaper(const LaunchPlan& plan, pid_t command, int sock)
+[[noreturn]] void be_reaper(const LaunchPlan& plan, const LaunchContext& ctx, pid_t command, int sock)
 {
     // Security: the command runs as the same uid; without this it could
-    // ptrace PID 1 and use the setup channel or PID 1's bounding set.
+    // ptrace PID 1 and use the setup channel or PID 1's bounding set. This
+    // holds even against a command given --cap-add ALL: a non-dumpable
+    // process may be ptraced (or its memory read through /proc) only with
+    // CAP_SYS_PTRACE in the user namespace that owns its mm, and PID 1's mm
+    // belongs to the namespace the sandbox was made from (the caller's, or
+    // the one --userns names), over which the command holds nothing.
     check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
     apply_caps(0, false);
     set_no_new_privs();
-    restore_affinity(plan);
-    int status = reaper::run(command, plan.forward_signals);
+    ctx.pin.restore();
+    int status = reaper::run(command, plan.process.forward_signals);
     send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
     ::_exit(reaper::exit_code(status));
 }
 
 // The sandbox's first process. Never returns: it execs the command, becomes
-// the reaper, or reports what failed to the monitor and exits 1.
-[[noreturn]] void child_main(const LaunchPlan& plan, int sock, const sigset_t& caller_mask)
+// the reaper, or reports what failed (and in which step) to the monitor and
+// exits 1. fds: the caller's fds the sandbox uses (this process's copies).
+[[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock)
 {
+    std::string step;
     try {
-        // 0. Report the new namespaces (--info-fd, --json-status-fd) while
+        // 1. Report the new namespaces (--info-fd, --json-status-fd) while
         // /proc/self/ns is still ours to read.
-        if (plan.info_fd >= 0 || plan.json_status_fd >= 0)
+        step = "1 (namespace report)";
+        if (report)
             send_message(sock, own_namespaces(plan));
-        // 1. User namespace: map the caller's ids, or with --userns-block-fd
+        // 2. User namespace: map the caller's ids, or with --userns-block-fd
         // wait for the caller to write the maps (it learnt our pid from --info-fd).
-        if (plan.userns_block_fd >= 0)
-            wait_for_fd(plan.userns_block_fd, "--userns-block-fd");
+        step = "2 (id maps)";
+        if (fds.userns_block)
+            wait_for_fd(std::move(fds.userns_block));
         else if (plan.clone_flags & CLONE_NEWUSER)
             write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
-        // 1b. --disable-userns: cap the user namespaces below ours at one.
-        UniqueFd proc_dir = plan.disable_userns ? limit_user_namespaces() : UniqueFd();
-        // 2. Die with the monitor (--die-with-parent, --forward-signals).
-        if (plan.die_with_parent || plan.forward_signals)
+        // 3. --disable-userns: cap the user namespaces below ours at one.
+        step = "3 (user namespace limit)";
+        UniqueFd proc_dir = plan.process.disable_userns ? limit_user_namespaces() : UniqueFd();
+        // 4. Die with the monitor (--die-with-parent, --forward-signals).
+        step = "4 (parent death signal)";
+        if (plan.process.die_with_parent || plan.process.forward_signals)
             die_with_monitor(sock);
-        // 3. UTS namespace: hostname.
-        if (plan.hostname)
-            check(::sethostname(plan.hostname->data(), plan.hostname->size()), "sethostname");
-        // 4. Network namespace: lo up, as bwrap does; nothing else exists in it.
+        // 5. UTS namespace: hostname.
+        step = "5 (hostname)";
+        if (const auto& name = plan.process.hostname)
+            check(::sethostname(name->data(), name->size()), "sethostname");
+        // 6. Network namespace: lo up, as bwrap does; nothing else exists in it.
+        step = "6 (loopback)";
         if (plan.clone_flags & CLONE_NEWNET)
             net::loopback_up();
-        // 4b. Relay listeners on the sandbox's loopback, handed to the monitor:
+        // 7. Relay listeners on the sandbox's loopback, handed to the monitor:
         // the sandbox sees only 127.0.0.1:PORT, never the host's socket.
-        for (const RelayEndpoint& relay : plan.relays)
+        step = "7 (relay listeners)";
+        for (const RelayEndpoint& relay : plan.process.relays)
             send_message(sock, ListenersMsg{net::listen_loopback(relay.port)});
-        // 5. Mount namespace: the new root, in command-line order, then pivot_root.
-        mount::apply(plan.mounts);
-        // 5b. --lock-file: this process holds the locks until the sandbox ends
+        // 8. Mount namespace: the new root, in command-line order, then
+        // pivot_root; the data and --bind-fd fds are used up here.
+        step = "8 (mounts)";
+        mount::apply(plan.mounts, std::move(fds.mount));
+        // 9. --lock-file: this process holds the locks until the sandbox ends
         // (the command's copies of the fds close at exec; a POSIX lock
         // belongs to the process that took it).
+        step = "9 (lock files)";
         std::vector<UniqueFd> locks = take_locks(plan);
-        // 5c. --userns2: setup is done; PID 1 and the command live in this
+        // 10. --userns2: setup is done; PID 1 and the command live in this
         // user namespace, below the one that owns the sandbox's namespaces.
-        if (plan.userns2_fd >= 0)
-            join_namespace(plan.userns2_fd, CLONE_NEWUSER, "--userns2");
-        // 5d. --block-fd: setup is done; wait for the caller's go.
-        if (plan.block_fd >= 0)
-            wait_for_fd(plan.block_fd, "--block-fd");
-        // 6. PID namespace (or --sync-fd/--lock-file, which need a holder that
-        // outlives the command's exec): stay to reap, run the command as a child.
-        if (plan.reaper) {
-            sigset_t block = reaper::signals_to_block(plan.forward_signals);
+        step = "10 (--userns2)";
+        if (fds.userns2)
+            join_namespace(fds.userns2, CLONE_NEWUSER);
+        fds.userns2 = {};
+        // 11. --block-fd: setup is done; wait for the caller's go.
+        step = "11 (--block-fd)";
+        if (fds.block)
+            wait_for_fd(std::move(fds.block));
+        // 12. A PID namespace (or --sync-fd/--lock-file, which need a holder
+        // that outlives the command's exec): stay as PID 1 to reap, and fork
+        // the command (13, PID 2).
+        step = "12 (reaper)";
+        if (plan.fork_command) {
+            sigset_t block = reaper::signals_to_block(plan.process.forward_signals);
             check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
             pid_t holder = ::getpid();
             pid_t command = static_cast<pid_t>(check(::fork(), "fork"));
             if (command == 0) {
                 // Without a PID namespace the kernel does not end the command
                 // with this process; --die-with-parent still must.
-                if (!(plan.clone_flags & CLONE_NEWPID) && (plan.die_with_parent || plan.forward_signals)) {
+                if (!(plan.clone_flags & CLONE_NEWPID) &&
+                    (plan.process.die_with_parent || plan.process.forward_signals)) {
                     set_parent_death_signal();
                     if (::getppid() != holder)
                         ::_exit(1);
                 }
-                exec_command(plan, caller_mask, proc_dir.get());
+                command_main(plan, ctx, proc_dir.get(), sock);
             }
             // Security: the holder keeps only what it needs of the caller's
             // fds (bwrap's init does the same): a pipe or directory the
             // caller let slip through must not live on in a process that may
             // outlive cocoon.
-            std::vector<int> keep{sock, plan.sync_fd};
+            proc_dir.reset();
+            std::vector<int> keep{sock, fds.sync.get()};
             for (const UniqueFd& lock : locks)
                 keep.push_back(lock.get());
             close_fds_except(keep);
-            be_reaper(plan, command, sock);
+            be_reaper(plan, ctx, command, sock);
         }
-        // 7. Otherwise this process becomes the command.
-        exec_command(plan, caller_mask, proc_dir.get());
+        // 13. Otherwise this process becomes the command, and the one that
+        // keeps --sync-fd.
+        step = "13 (exec)";
+        exec_command(plan, ctx, proc_dir.get(), std::move(fds.sync));
     } catch (const std::exception& e) {
-        send_message(sock, ErrorMsg{e.what()});
+        send_message(sock, error_message(e, step));
         ::_exit(1);
     }
 }
@@ -373,13 +442,12 @@ UniqueFd watch_parent()
 
 }  // namespace
 
-int launch(const LaunchPlan& in)
+int launch(const LaunchPlan& plan, CallerFds fds)
 {
-    LaunchPlan plan = in;
-    plan.terminal_foreground =
-        plan.forward_signals && ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
-    UniqueFd parent = plan.die_with_parent ? watch_parent() : UniqueFd();
-    plan.cpu_affinity = pin_to_current_cpu();
+    LaunchContext ctx;
+    ctx.terminal_foreground =
+        plan.process.forward_signals && ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+    UniqueFd parent = plan.process.die_with_parent ? watch_parent() : UniqueFd();
 
     int sv[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
@@ -387,75 +455,67 @@ int launch(const LaunchPlan& in)
 
     // Block the signals the monitor will read from a signalfd before the
     // sandbox exists, so none is lost or kills us in between.
-    sigset_t handled = monitor_signals(plan), caller_mask;
-    check(::sigprocmask(SIG_BLOCK, &handled, &caller_mask), "sigprocmask");
+    sigset_t handled = monitor_signals(plan);
+    check(::sigprocmask(SIG_BLOCK, &handled, &ctx.caller_mask), "sigprocmask");
 
-    int raw_pidfd = -1;
-    pid_t pid;
-    if (plan.userns_fd >= 0 || plan.pidns_fd >= 0) {
+    const bool report = fds.monitor.info || fds.monitor.json_status;
+    // The first process's view: none of the monitor's own fds.
+    auto in_child = [&] {
+        sock.reset();
+        parent.reset();
+        fds.monitor = {};
+    };
+    sys::Cloned first;
+    if (fds.sandbox.userns || fds.sandbox.pidns) {
         // --userns, --pidns: a helper joins them and clones the first process.
-        JoinedChild joined = clone_in_joined_namespaces(
-            plan, child_sock.get(),
-            [&] {
-                sock.reset();
-                parent.reset();
-            },
-            [&] { child_main(plan, child_sock.get(), caller_mask); });
+        JoinedChild joined = clone_in_joined_namespaces(plan, fds.sandbox, child_sock.get(), in_child, [&] {
+            child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
+        });
         if (!joined.pidfd || joined.pid <= 0) {
-            if (joined.pidfd) {
-                // Security: never leave a sandbox running unsupervised.
-                ::syscall(SYS_pidfd_send_signal, joined.pidfd.get(), SIGKILL, nullptr, 0);
-                siginfo_t info;
-                ::waitid(P_PIDFD, static_cast<id_t>(joined.pidfd.get()), &info, WEXITED);
-            }
-            auto msg = receive_message(sock.get(), false);
-            auto* err = msg ? std::get_if<ErrorMsg>(&*msg) : nullptr;
-            throw std::runtime_error(err ? err->text : "Joining the namespaces failed");
+            if (joined.pidfd)
+                kill_and_reap(joined.pidfd.get());
+            auto msg = receive_queued_message(sock.get());
+            if (auto* err = msg ? std::get_if<ErrorMsg>(&*msg) : nullptr)
+                rethrow(*err);
+            throw UsageError("Joining the namespaces failed");
         }
-        pid = joined.pid;
-        raw_pidfd = joined.pidfd.release();
+        first = sys::Cloned{joined.pid, std::move(joined.pidfd)};
     } else {
         try {
-            pid = sys::clone3(plan.clone_flags, &raw_pidfd);
+            first = sys::clone3(plan.clone_flags);
         } catch (const SysError& e) {
             throw SysError(e.code(), "Creating new namespace failed");
         }
-        if (pid == 0) {
-            sock.reset();
-            parent.reset();
-            child_main(plan, child_sock.get(), caller_mask);
+        if (first.pid == 0) {
+            in_child();
+            child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
         }
     }
-    UniqueFd pidfd(raw_pidfd);
     child_sock.reset();
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
     // the sync fd reaches EOF exactly when the sandbox ends, cocoon alive or not.
-    for (int fd : {plan.sync_fd, plan.block_fd, plan.userns_block_fd, plan.userns_fd, plan.pidns_fd, plan.userns2_fd})
-        if (fd > 2 && fd != plan.info_fd && fd != plan.json_status_fd)
-            ::close(fd);
-    restore_affinity(plan);
-    if (!plan.relays.empty()) {
+    fds.sandbox = {};
+    ctx.pin.release();
+    if (!plan.process.relays.empty()) {
         // Each relayed connection holds about two fds in the monitor; use the
         // whole hard limit (the sandbox was cloned with the caller's limits).
-        rlimit fds;
-        if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
-            fds.rlim_cur = fds.rlim_max;
-            ::setrlimit(RLIMIT_NOFILE, &fds);
+        rlimit limit;
+        if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+            limit.rlim_cur = limit.rlim_max;
+            ::setrlimit(RLIMIT_NOFILE, &limit);
         }
     }
 
     int code;
     try {
-        code = monitor(plan, pid, pidfd.get(), std::move(sock), std::move(parent));
+        code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor));
     } catch (...) {
-        // Security: never leave a sandbox running unsupervised. (After a setup
-        // error the sandbox is gone already; the signal then finds nothing.)
-        ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
-        siginfo_t info;
-        ::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED);
+        // After a setup error the sandbox is gone already; the signal then
+        // finds nothing.
+        kill_and_reap(first.pidfd.get());
         throw;
     }
-    if (plan.terminal_foreground)
+    if (ctx.terminal_foreground)
         take_terminal();  // back from the sandbox's (now gone) process group
     return code;
 }

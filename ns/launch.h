@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mount/plan.h"
+#include "base/unique_fd.h"
 #include "ns/caps.h"
 
 namespace cocoon::ns {
@@ -23,49 +24,95 @@ struct RelayEndpoint {
     std::string socket;
 };
 
-// Everything the sandbox needs, decided before any process is made.
+// The options for the command's process and the sandbox's life, as parsed
+// (tools/options.h) and as launched: make_launch_plan copies them whole.
+struct ProcessOptions {
+    std::optional<std::string> chdir;  // --chdir; else the caller's cwd, $HOME, then "/"
+    std::optional<std::string> hostname;  // --hostname, needs CLONE_NEWUTS
+    std::optional<std::string> argv0;  // --argv0: what the command sees as argv[0]
+    bool new_session = false;  // --new-session
+    bool die_with_parent = false;  // --die-with-parent
+    bool as_pid_1 = false;  // --as-pid-1
+    bool forward_signals = false;  // --forward-signals
+    std::optional<double> kill_after;  // --kill-after SECONDS
+    bool disable_userns = false;  // --disable-userns: the command runs in a nested, full user namespace
+    bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
+    std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
+    std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
+};
+
+// The caller's fds as the options name them (-1: not given). Numbers only:
+// tools/entry.cc takes each over into CallerFds before anything uses it.
+struct FdNumbers {
+    int info = -1;  // --info-fd
+    int json_status = -1;  // --json-status-fd
+    int sync = -1;  // --sync-fd
+    int block = -1;  // --block-fd
+    int userns_block = -1;  // --userns-block-fd
+    int userns = -1;  // --userns
+    int userns2 = -1;  // --userns2
+    int pidns = -1;  // --pidns
+};
+
+// One caller fd, owned, and the words that named it ("--block-fd 5") for
+// messages: a copy (see tools/entry.cc) has another number.
+struct CallerFd {
+    UniqueFd fd;
+    std::string name;
+    explicit operator bool() const { return fd.valid(); }
+    int get() const { return fd.get(); }
+};
+
+// The caller's fds that the monitor keeps: it writes the reports.
+struct MonitorFds {
+    UniqueFd info;  // --info-fd
+    UniqueFd json_status;  // --json-status-fd
+};
+
+// The caller's fds that the sandbox uses. Each has one user; the monitor
+// closes its copies once the first process exists. Only `sync` ever reaches
+// the command, and only with --as-pid-1 (where the command is PID 1).
+struct SandboxFds {
+    CallerFd sync;  // --sync-fd: held by PID 1 while the sandbox runs
+    CallerFd block;  // --block-fd: waited on by the first process after setup
+    CallerFd userns_block;  // --userns-block-fd: waited on instead of writing id maps
+    CallerFd userns;  // --userns: joined by the helper before the namespaces are made
+    CallerFd pidns;  // --pidns: joined by the helper before the first process is made
+    CallerFd userns2;  // --userns2: joined by the first process after setup
+    mount::Fds mount;  // --file, --bind-data, --bind-fd, ...: consumed by mount::apply
+};
+
+// Every caller fd cocoon uses, owned from tools/entry.cc on.
+struct CallerFds {
+    MonitorFds monitor;
+    SandboxFds sandbox;
+};
+
+// Everything the sandbox needs, decided before any process is made, and
+// const from then on (runtime state lives in launch.cc's LaunchContext).
 struct LaunchPlan {
     unsigned long long clone_flags = 0;  // CLONE_NEW* (CLONE_NEWNS always)
     uid_t uid = 0, gid = 0;  // inside, when CLONE_NEWUSER
     uid_t real_uid = 0, real_gid = 0;  // the caller's, mapped to uid/gid
-    mount::Plan mounts;
-    std::vector<std::string> env;
-    std::optional<std::string> chdir;  // else the caller's cwd, $HOME, then "/"
-    std::string host_cwd;
-    std::optional<std::string> hostname;
-    CapSet caps = 0;
-    bool ambient_caps = false;
-    bool new_session = false;
-    bool die_with_parent = false;
-    bool as_pid_1 = false;
-    bool forward_signals = false;  // --forward-signals
-    std::optional<double> kill_after;  // --kill-after SECONDS
-    std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
-    int info_fd = -1;  // --info-fd
-    int json_status_fd = -1;  // --json-status-fd
-    int sync_fd = -1;  // --sync-fd: held by PID 1 (the command with --as-pid-1)
-    int block_fd = -1;  // --block-fd: waited on after setup, before the command
-    int userns_block_fd = -1;  // --userns-block-fd: waited on instead of writing id maps
-    int userns_fd = -1;  // --userns: joined before the other namespaces are made
-    int pidns_fd = -1;  // --pidns: joined before the first process is made
-    int userns2_fd = -1;  // --userns2: joined after setup, before the command
     std::optional<uid_t> switch_uid;  // --uid with --userns: setresuid inside it
     std::optional<gid_t> switch_gid;  // --gid with --userns: setresgid inside it
-    std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
+    mount::Plan mounts;
+    std::vector<std::string> env;
+    std::string host_cwd;
+    CapSet caps = 0;
+    bool ambient_caps = false;
+    ProcessOptions process;
     std::vector<std::vector<sock_filter>> seccomp;  // loaded in order, last step before exec
-    bool disable_userns = false;  // --disable-userns: the command runs in a nested, full user namespace
-    bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
-    bool reaper = false;  // PID 1 forks the command and waits for it
-    bool terminal_foreground = false;  // set by launch(): cocoon owned the terminal
-    std::optional<cpu_set_t> cpu_affinity;  // set by launch(): the caller's, to restore
+    // PID 1 forks the command and stays to reap it (a PID namespace, or
+    // --sync-fd/--lock-file, which need a holder that outlives the exec).
+    bool fork_command = false;
     std::vector<std::string> argv;  // argv[0] is the program execvp looks for
-    std::optional<std::string> argv0;  // --argv0: what the command sees as argv[0]
     std::string log_prefix;  // --level-prefix: "<4>" before the relay's warnings
 };
 
 // Runs the sandbox and returns cocoon's exit code: the command's, or 128+N if
 // signal N killed it. Throws (SysError/UsageError) when the sandbox could not
 // be set up; nothing of it is left running then.
-int launch(const LaunchPlan& plan);
+int launch(const LaunchPlan& plan, CallerFds fds);
 
 }  // namespace cocoon::ns

@@ -87,25 +87,26 @@ sigset_t monitor_signals(const LaunchPlan& plan)
 {
     sigset_t set;
     sigemptyset(&set);
-    if (plan.forward_signals)
+    if (plan.process.forward_signals)
         set = reaper::forwarded_signals();
-    if (plan.kill_after)
+    if (plan.process.kill_after)
         for (int sig : {SIGINT, SIGTERM, SIGHUP})
             sigaddset(&set, sig);
     return set;
 }
 
-int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent)
+int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports)
 {
+    const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
     UniqueFd sfd;
     if (!sigisemptyset(&handled))
         sfd.reset(static_cast<int>(check(::signalfd(-1, &handled, SFD_CLOEXEC), "signalfd")));
-    UniqueFd timer = plan.kill_after ? make_timer() : UniqueFd();
+    UniqueFd timer = process.kill_after ? make_timer() : UniqueFd();
     bool timer_armed = false;
 
     std::optional<relay::Relay> relays;
-    if (!plan.relays.empty()) {
+    if (!process.relays.empty()) {
         // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE. The
         // sandbox was cloned already, so the command keeps the caller's disposition.
         ::signal(SIGPIPE, SIG_IGN);
@@ -124,22 +125,22 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     }
     size_t listeners_received = 0;
 
-    std::optional<std::string> error;
+    std::optional<ErrorMsg> error;
     std::optional<int> command_status;
     auto take = [&](Message& msg) {
         if (auto* err = std::get_if<ErrorMsg>(&msg)) {
             if (!error)
-                error = err->text;
+                error = std::move(*err);
         } else if (auto* status = std::get_if<StatusMsg>(&msg)) {
             command_status = status->wait_status;
         } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
-            if (plan.info_fd >= 0)
-                write_all(plan.info_fd, namespace_report(pid, *ns, true));
-            if (plan.json_status_fd >= 0)
-                write_all(plan.json_status_fd, namespace_report(pid, *ns, false));
-        } else if (std::holds_alternative<ListenersMsg>(msg) && relays && listeners_received < plan.relays.size()) {
+            if (reports.info)
+                write_all(reports.info.get(), namespace_report(pid, *ns, true));
+            if (reports.json_status)
+                write_all(reports.json_status.get(), namespace_report(pid, *ns, false));
+        } else if (std::holds_alternative<ListenersMsg>(msg) && relays && listeners_received < process.relays.size()) {
             // One message per --relay, in command-line order.
-            const std::string& socket = plan.relays[listeners_received++].socket;
+            const std::string& socket = process.relays[listeners_received++].socket;
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 relays->add_listener(std::move(fd), socket);
         }
@@ -156,9 +157,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             throw SysError(errno, "poll");
         }
         if (fds[kSock].revents & POLLIN) {
-            if (auto msg = receive_message(sock.get(), false))
+            if (auto msg = receive_queued_message(sock.get()))
                 take(*msg);
-            else
+            else if (fds[kSock].revents & POLLHUP)
                 fds[kSock].fd = -1;  // EOF: no setup process holds the channel now
         } else if (fds[kSock].revents) {
             fds[kSock].fd = -1;
@@ -167,10 +168,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             signalfd_siginfo info;
             if (::read(sfd.get(), &info, sizeof info) == sizeof info) {
                 int sig = static_cast<int>(info.ssi_signo);
-                if (plan.forward_signals)
+                if (process.forward_signals)
                     send_signal(pidfd, sig);
-                if (plan.kill_after && is_stop_signal(sig) && !timer_armed) {
-                    arm(timer.get(), *plan.kill_after);
+                if (process.kill_after && is_stop_signal(sig) && !timer_armed) {
+                    arm(timer.get(), *process.kill_after);
                     timer_armed = true;
                 }
             }
@@ -197,22 +198,22 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     while (::waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED) < 0)
         if (errno != EINTR)
             throw SysError(errno, "waitid");
-    while (auto msg = receive_message(sock.get(), false))
+    while (auto msg = receive_queued_message(sock.get()))
         take(*msg);
     // Every relayed connection ends with the sandbox.
     if (relays)
         relays->close_all();
     if (error)
-        throw std::runtime_error(*error);
+        rethrow(*error);
 
     int status =
         command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f);
     reaper::ExitStatus exit = reaper::exit_status(status);
-    if (plan.json_status_fd >= 0) {
+    if (reports.json_status) {
         std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
         if (exit.signal)
             line += ", \"exit-signal\": " + std::to_string(exit.signal);
-        write_all(plan.json_status_fd, line + " }\n");
+        write_all(reports.json_status.get(), line + " }\n");
     }
     return exit.code;
 }

@@ -18,7 +18,8 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // Serves the sandbox whose first process is `pid` until it exits; returns
 // cocoon's exit code. Throws with the sandbox's message when setup failed.
 // `pidfd` (borrowed) is PID 1's; `parent` is a pidfd of cocoon's parent with
-// --die-with-parent, else invalid.
-int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent);
+// --die-with-parent, else invalid; `reports` are where --info-fd and
+// --json-status-fd write.
+int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports);
 
 }  // namespace cocoon::ns

@@ -2,17 +2,8 @@
 // Security: the bytes come from the sandbox and are untrusted; the relay moves them between two
 // sockets and never parses, logs or acts on them.
 //
-// Upload (TCP -> Unix) splices through a pipe; download (Unix -> TCP) copies through a buffer.
-// Measured with tools/bench/relay on the 2-vCPU VM this was written on (kernel 6.18; MiB/s of
-// 2 GiB streams, runs interleaved; the VM is noisy, but the order held in every pair):
-//     TCP -> Unix:  splice, 1 MiB pipe 2995-3166 (256 KiB pipe 2678-2841, 4 MiB 2572-2912);
-//                   copy, 256 KiB buffer 2184-2219
-//     Unix -> TCP:  splice, 1 MiB pipe 1063-1334; copy, 256 KiB buffer 2201-2564
-// Splicing from TCP moves the sender's pages into the pipe and on into the Unix socket
-// (MSG_SPLICE_PAGES) without either copy; splicing a Unix socket's buffers into TCP costs more
-// than the copies it saves. Why 256 KiB buffers: against 64 KiB, download ran at 1489-1799 MiB/s
-// instead of 900-922 and the relay spent 510-655 ms of CPU per GiB instead of 780-970; fewer,
-// larger sends wake the TCP reader less often.
+// Upload (TCP -> Unix) splices through a 1 MiB pipe; download (Unix -> TCP) copies through a
+// 256 KiB buffer: the fastest of each, measured (tools/bench/README.md has the figures).
 // splice(2) into a socket whose peer is gone raises SIGPIPE (it has no MSG_NOSIGNAL): the
 // relay's process must ignore it (relay.h).
 #include "relay/connection.h"

@@ -200,9 +200,9 @@ Handler overlay(mount::OverlayKind kind)
     };
 }
 
-Handler fd_option(int Options::*member, const char* option)
+Handler fd_option(int ns::FdNumbers::*member, const char* option)
 {
-    return [member, option](Options& o, const std::vector<std::string>& a) { o.*member = parse_fd(option, a[0]); };
+    return [member, option](Options& o, const std::vector<std::string>& a) { o.fds.*member = parse_fd(option, a[0]); };
 }
 
 // bwrap's rules: --seccomp and --add-seccomp-fd exclude each other; a later
@@ -228,6 +228,11 @@ void add_seccomp(Options& o, bool repeatable, const std::string& fd_text)
 Handler flag(bool Options::*member)
 {
     return [member](Options& o, const std::vector<std::string>&) { o.*member = true; };
+}
+
+Handler process_flag(bool ns::ProcessOptions::*member)
+{
+    return [member](Options& o, const std::vector<std::string>&) { o.process.*member = true; };
 }
 
 const std::vector<Spec>& specs()
@@ -258,8 +263,8 @@ const std::vector<Spec>& specs()
         {"gid", "GID", "Gid in the sandbox (needs a user namespace)",
          [](Options& o, const V& a) { o.gid = static_cast<gid_t>(parse_id("--gid", a[0])); }},
         {"hostname", "NAME", "Hostname in the sandbox (needs --unshare-uts)",
-         [](Options& o, const V& a) { o.hostname = a[0]; }},
-        {"chdir", "DIR", "Change directory to DIR", [](Options& o, const V& a) { o.chdir = a[0]; }},
+         [](Options& o, const V& a) { o.process.hostname = a[0]; }},
+        {"chdir", "DIR", "Change directory to DIR", [](Options& o, const V& a) { o.process.chdir = a[0]; }},
         {"clearenv", "", "Unset all environment variables",
          [](Options& o, const V&) { o.env.push_back(ns::ClearEnv{}); }},
         {"setenv", "VAR VALUE", "Set an environment variable",
@@ -331,41 +336,41 @@ const std::vector<Spec>& specs()
          }},
         {"argv0", "VALUE", "Run the command with argv[0] set to VALUE",
          [](Options& o, const V& a) {
-             if (o.argv0)
+             if (o.process.argv0)
                  throw UsageError("--argv0 used multiple times");
-             o.argv0 = a[0];
+             o.process.argv0 = a[0];
          }},
         {"level-prefix", "", "Prefix each line on stderr with its syslog level (<3> errors, <4> warnings)",
          flag(&Options::level_prefix)},
-        {"new-session", "", "Create a new terminal session", flag(&Options::new_session)},
+        {"new-session", "", "Create a new terminal session", process_flag(&ns::ProcessOptions::new_session)},
         {"die-with-parent", "", "Kill the sandbox when cocoon's parent (or cocoon) dies",
-         flag(&Options::die_with_parent)},
-        {"as-pid-1", "", "Run the command as PID 1 (no reaper)", flag(&Options::as_pid_1)},
+         process_flag(&ns::ProcessOptions::die_with_parent)},
+        {"as-pid-1", "", "Run the command as PID 1 (no reaper)", process_flag(&ns::ProcessOptions::as_pid_1)},
         {"info-fd", "FD", "Write information about the sandbox to FD",
-         [](Options& o, const V& a) { o.info_fd = parse_fd("--info-fd", a[0]); }},
+         [](Options& o, const V& a) { o.fds.info = parse_fd("--info-fd", a[0]); }},
         {"json-status-fd", "FD", "Write the sandbox's status to FD as JSON lines",
-         [](Options& o, const V& a) { o.json_status_fd = parse_fd("--json-status-fd", a[0]); }},
-        {"sync-fd", "FD", "Keep FD open in the sandbox while it runs", fd_option(&Options::sync_fd, "--sync-fd")},
+         [](Options& o, const V& a) { o.fds.json_status = parse_fd("--json-status-fd", a[0]); }},
+        {"sync-fd", "FD", "Keep FD open in the sandbox while it runs", fd_option(&ns::FdNumbers::sync, "--sync-fd")},
         {"block-fd", "FD", "Before running the command, wait until FD is readable",
-         fd_option(&Options::block_fd, "--block-fd")},
+         fd_option(&ns::FdNumbers::block, "--block-fd")},
         {"userns-block-fd", "FD", "Wait on FD for the caller to set up the user namespace (needs --info-fd)",
-         fd_option(&Options::userns_block_fd, "--userns-block-fd")},
+         fd_option(&ns::FdNumbers::userns_block, "--userns-block-fd")},
         {"userns", "FD", "Use the user namespace open at FD instead of creating one",
-         fd_option(&Options::userns_fd, "--userns")},
+         fd_option(&ns::FdNumbers::userns, "--userns")},
         {"userns2", "FD", "After setup, switch into the user namespace open at FD (a descendant of the first)",
-         fd_option(&Options::userns2_fd, "--userns2")},
+         fd_option(&ns::FdNumbers::userns2, "--userns2")},
         {"pidns", "FD", "Use the PID namespace open at FD (a new one nested in it with --unshare-pid)",
-         fd_option(&Options::pidns_fd, "--pidns")},
+         fd_option(&ns::FdNumbers::pidns, "--pidns")},
         {"lock-file", "DEST", "Take a lock on DEST while the sandbox runs",
-         [](Options& o, const V& a) { o.lock_files.push_back(a[0]); }},
+         [](Options& o, const V& a) { o.process.lock_files.push_back(a[0]); }},
         {"seccomp", "FD", "Load a compiled seccomp (cBPF) program from FD (the last one given)",
          [](Options& o, const V& a) { add_seccomp(o, false, a[0]); }},
         {"add-seccomp-fd", "FD", "Load a compiled seccomp (cBPF) program from FD (repeatable)",
          [](Options& o, const V& a) { add_seccomp(o, true, a[0]); }},
         {"disable-userns", "", "Keep the command from creating user namespaces (needs --unshare-user)",
-         flag(&Options::disable_userns)},
+         process_flag(&ns::ProcessOptions::disable_userns)},
         {"assert-userns-disabled", "", "Fail unless the command is unable to create user namespaces",
-         flag(&Options::assert_userns_disabled)},
+         process_flag(&ns::ProcessOptions::assert_userns_disabled)},
         // bwrap refuses a label unless SELinux is enabled; cocoon has no
         // SELinux support, so it always refuses rather than run the sandbox
         // in a context other than the one asked for.
@@ -391,17 +396,17 @@ const std::vector<Spec>& extension_specs()
     using V = std::vector<std::string>;
     static const std::vector<Spec> table = {
         {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
-         flag(&Options::forward_signals)},
+         process_flag(&ns::ProcessOptions::forward_signals)},
         {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
          [](Options& o, const V& a) {
-             o.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
+             o.process.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
          }},
         {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
          [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
         {"no-follow-sources", "", "Refuse a host source path (bind, overlay) that goes through a symlink",
          flag(&Options::no_follow_sources)},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
-         [](Options& o, const V& a) { o.kill_after = parse_seconds("--kill-after", a[0]); }},
+         [](Options& o, const V& a) { o.process.kill_after = parse_seconds("--kill-after", a[0]); }},
     };
     return table;
 }

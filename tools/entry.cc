@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -50,6 +51,58 @@ HostFacts read_host()
     return host;
 }
 
+// Takes over every caller fd the options name, once. Each must be open, and a
+// namespace fd of the right type: refused here, before any process or mount
+// exists. From here on each is a UniqueFd with one owner.
+ns::CallerFds take_caller_fds(const Options& o)
+{
+    const ns::FdNumbers& n = o.fds;
+    for (auto [fd, name] : {std::pair{n.info, "--info-fd"},
+                            {n.json_status, "--json-status-fd"},
+                            {n.sync, "--sync-fd"},
+                            {n.block, "--block-fd"},
+                            {n.userns_block, "--userns-block-fd"}})
+        if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
+            throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
+    for (auto [fd, type, name] : {std::tuple{n.userns, CLONE_NEWUSER, "--userns"},
+                                  {n.userns2, CLONE_NEWUSER, "--userns2"},
+                                  {n.pidns, CLONE_NEWPID, "--pidns"}})
+        if (fd >= 0)
+            ns::check_namespace_fd(fd, type, name);
+    for (const mount::InputOp& op : o.mounts)
+        if (auto use = mount::fd_use(op); use && ::fcntl(use->fd, F_GETFD) < 0)
+            throw SysError(errno, std::string("Invalid ") + use->option + " " + std::to_string(use->fd));
+
+    // An fd that two options name, or one of stdin, stdout and stderr, is
+    // owned as a copy: the monitor must not close its own 0-2, and no fd may
+    // have two owners. The mount ops' fds come first and keep their numbers.
+    std::set<int> taken;
+    auto take = [&](int fd, const std::string& option) {
+        if (fd < 0)
+            return ns::CallerFd();
+        const std::string name = option + " " + std::to_string(fd);
+        if (fd > 2 && taken.insert(fd).second)
+            return ns::CallerFd{UniqueFd(fd), name};
+        UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        if (!copy)
+            throw SysError(errno, "Can't use " + name);
+        return ns::CallerFd{std::move(copy), name};
+    };
+    ns::CallerFds fds;
+    for (const mount::InputOp& op : o.mounts)
+        if (auto use = mount::fd_use(op))
+            fds.sandbox.mount.emplace(use->fd, take(use->fd, use->option).fd);
+    fds.monitor.info = take(n.info, "--info-fd").fd;
+    fds.monitor.json_status = take(n.json_status, "--json-status-fd").fd;
+    fds.sandbox.sync = take(n.sync, "--sync-fd");
+    fds.sandbox.block = take(n.block, "--block-fd");
+    fds.sandbox.userns_block = take(n.userns_block, "--userns-block-fd");
+    fds.sandbox.userns = take(n.userns, "--userns");
+    fds.sandbox.userns2 = take(n.userns2, "--userns2");
+    fds.sandbox.pidns = take(n.pidns, "--pidns");
+    return fds;
+}
+
 std::string program_name(int argc, char** argv)
 {
     if (argc < 1)
@@ -84,34 +137,16 @@ int cocoon_main(int argc, char** argv)
         }
         for (const std::string& warning : options.warnings)
             say("<4>", warning);
-        ns::LaunchPlan plan = make_launch_plan(options, read_host());
-        if (level_prefix)
-            plan.log_prefix = "<4>";
-        for (auto [fd, name] : {std::pair{options.info_fd, "--info-fd"},
-                                {options.json_status_fd, "--json-status-fd"},
-                                {options.sync_fd, "--sync-fd"},
-                                {options.block_fd, "--block-fd"},
-                                {options.userns_block_fd, "--userns-block-fd"}})
-            if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0)
-                throw SysError(errno, std::string("Invalid ") + name + " " + std::to_string(fd));
-        // Namespace fds: open and of the right type, before any process exists.
-        for (auto [fd, type, name] : {std::tuple{options.userns_fd, CLONE_NEWUSER, "--userns"},
-                                      {options.userns2_fd, CLONE_NEWUSER, "--userns2"},
-                                      {options.pidns_fd, CLONE_NEWPID, "--pidns"}})
-            if (fd >= 0)
-                ns::check_namespace_fd(fd, type, name);
-        // A closed fd is refused here, before any process or mount exists.
-        for (const mount::Op& op : options.mounts)
-            if (auto use = mount::fd_use(op); use && ::fcntl(use->fd, F_GETFD) < 0)
-                throw SysError(errno, std::string("Invalid ") + use->option + " " + std::to_string(use->fd));
-        for (const ns::RelayEndpoint& r : options.relays) {
+        const ns::LaunchPlan plan = make_launch_plan(options, read_host());
+        ns::CallerFds fds = take_caller_fds(options);
+        for (const ns::RelayEndpoint& r : plan.process.relays) {
             struct stat st;
             if (::stat(r.socket.c_str(), &st) < 0)
                 throw SysError(errno, "--relay " + std::to_string(r.port) + " " + r.socket);
             if (!S_ISSOCK(st.st_mode))
                 throw UsageError("--relay " + std::to_string(r.port) + " " + r.socket + ": not a Unix socket");
         }
-        return ns::launch(plan);
+        return ns::launch(plan, std::move(fds));
     } catch (const std::exception& e) {
         say("<3>", e.what());
         return 1;

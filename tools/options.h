@@ -39,27 +39,9 @@ struct Options {
 
     std::optional<uid_t> uid;
     std::optional<gid_t> gid;
-    std::optional<std::string> hostname;
-    std::optional<std::string> chdir;
-    bool new_session = false;
-    bool die_with_parent = false;
-    bool as_pid_1 = false;
-    bool forward_signals = false;
-    std::optional<double> kill_after;
-    std::vector<ns::RelayEndpoint> relays;
-    int info_fd = -1;
-    int json_status_fd = -1;
-    int sync_fd = -1;  // --sync-fd
-    int block_fd = -1;  // --block-fd
-    int userns_block_fd = -1;  // --userns-block-fd
-    int userns_fd = -1;  // --userns: join instead of creating one
-    int userns2_fd = -1;  // --userns2: switched into after setup
-    int pidns_fd = -1;  // --pidns: join instead of creating one
-    std::vector<std::string> lock_files;  // --lock-file, in order
+    ns::ProcessOptions process;  // copied whole into the plan
+    ns::FdNumbers fds;  // taken over by tools/entry.cc
     std::vector<SeccompInput> seccomp;  // --seccomp (the last one) or every --add-seccomp-fd
-    bool disable_userns = false;  // --disable-userns
-    bool assert_userns_disabled = false;  // --assert-userns-disabled
-    std::optional<std::string> argv0;  // --argv0
     bool level_prefix = false;  // --level-prefix
     bool no_follow_sources = false;  // --no-follow-sources
 
@@ -67,7 +49,7 @@ struct Options {
     // warns about a repeated --seccomp, for one).
     std::vector<std::string> warnings;
 
-    std::vector<mount::Op> mounts;
+    std::vector<mount::InputOp> mounts;
     // Parse state: --perms and --size wait here for the option they modify
     // (bwrap's rule: the very next one). Empty once parse_args returns.
     std::optional<mode_t> next_perms;

@@ -37,7 +37,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // namespace it owns; a root caller may ask for one, or try for one.
     // bwrap's rules: a joined user namespace replaces the new one, so asking
     // for both is a contradiction (--unshare-all asks for one too).
-    const bool join_user = o.userns_fd >= 0;
+    const bool join_user = o.fds.userns >= 0;
     if (join_user && o.unshare_user)
         throw UsageError("--userns not compatible --unshare-user");
     if (join_user && o.unshare_user_try)
@@ -63,18 +63,18 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw UsageError("Specifying --uid requires --unshare-user");
     if (o.gid && !user_ns && !join_user)
         throw UsageError("Specifying --gid requires --unshare-user");
-    if (o.as_pid_1 && !o.unshare_pid)
+    if (o.process.as_pid_1 && !o.unshare_pid)
         throw UsageError("Specifying --as-pid-1 requires --unshare-pid");
     // Without a PID namespace cocoon cannot find every process of the sandbox
     // to signal or kill.
-    if (o.forward_signals && !o.unshare_pid)
+    if (o.process.forward_signals && !o.unshare_pid)
         throw UsageError("Specifying --forward-signals requires --unshare-pid");
-    if (o.kill_after && !o.unshare_pid)
+    if (o.process.kill_after && !o.unshare_pid)
         throw UsageError("Specifying --kill-after requires --unshare-pid");
-    if (!o.relays.empty() && !o.unshare_net)
+    if (!o.process.relays.empty() && !o.unshare_net)
         throw UsageError("Specifying --relay requires --unshare-net");
-    for (size_t i = 0; i < o.relays.size(); ++i) {
-        const ns::RelayEndpoint& r = o.relays[i];
+    for (size_t i = 0; i < o.process.relays.size(); ++i) {
+        const ns::RelayEndpoint& r = o.process.relays[i];
         if (r.socket.empty() || r.socket[0] != '/')
             throw UsageError("--relay " + std::to_string(r.port) + ": SOCKET must be an absolute path: " + r.socket);
         if (r.socket.size() >= sizeof(sockaddr_un::sun_path))
@@ -82,39 +82,36 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
                              ": SOCKET path is longer than a Unix socket address allows (" +
                              std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes): " + r.socket);
         for (size_t j = 0; j < i; ++j)
-            if (o.relays[j].port == r.port)
+            if (o.process.relays[j].port == r.port)
                 throw UsageError("--relay: port " + std::to_string(r.port) + " given twice");
     }
-    if (o.hostname && !o.unshare_uts)
+    if (o.process.hostname && !o.unshare_uts)
         throw UsageError("Specifying --hostname requires --unshare-uts");
-    if (o.userns_block_fd >= 0 && !user_ns)
+    if (o.fds.userns_block >= 0 && !user_ns)
         throw UsageError("--userns-block-fd requires --unshare-user");
     // The caller learns which process to configure from --info-fd.
-    if (o.userns_block_fd >= 0 && o.info_fd < 0)
+    if (o.fds.userns_block >= 0 && o.fds.info < 0)
         throw UsageError("--userns-block-fd requires --info-fd");
     // With --userns-block-fd the caller writes the id maps, so cocoon cannot
     // honour ids of its own.
-    if (o.userns_block_fd >= 0 && (o.uid || o.gid))
+    if (o.fds.userns_block >= 0 && (o.uid || o.gid))
         throw UsageError("--userns-block-fd cannot be combined with --uid or --gid (the caller writes the id maps)");
     // bwrap's rules: only an explicit --unshare-user counts (not the implicit
     // namespace of an unprivileged caller, nor --unshare-user-try), and the
     // caller who writes the id maps cannot have them nested.
-    if (o.disable_userns && !o.unshare_user)
+    if (o.process.disable_userns && !o.unshare_user)
         throw UsageError("--disable-userns requires --unshare-user");
-    if (o.disable_userns && o.userns_block_fd >= 0)
+    if (o.process.disable_userns && o.fds.userns_block >= 0)
         throw UsageError("--disable-userns is not compatible with  --userns-block-fd");
     // The locks belong to PID 1, which is the command itself with --as-pid-1:
     // its exec would drop them.
-    if (o.as_pid_1 && !o.lock_files.empty())
+    if (o.process.as_pid_1 && !o.process.lock_files.empty())
         throw UsageError("Specifying --as-pid-1 and --lock-file is not permitted");
 
     plan.real_uid = host.uid;
     plan.real_gid = host.gid;
     plan.uid = o.uid.value_or(host.uid);
     plan.gid = o.gid.value_or(host.gid);
-    plan.userns_fd = o.userns_fd;
-    plan.pidns_fd = o.pidns_fd;
-    plan.userns2_fd = o.userns2_fd;
     if (join_user) {
         plan.switch_uid = o.uid;
         plan.switch_gid = o.gid;
@@ -123,9 +120,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
     plan.mounts.no_follow_sources = o.no_follow_sources;
     plan.env = ns::build_env(host.environ, o.env);
-    plan.chdir = o.chdir;
     plan.host_cwd = host.cwd;
-    plan.hostname = o.hostname;
 
     // A user namespace's creator holds every capability in it; without one,
     // the command can keep only what the caller has (root in a container may
@@ -136,31 +131,20 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     bool cap_add = false;
     for (const ns::CapOp& op : o.caps)
         cap_add = cap_add || op.add;
-    // In a joined namespace the uid inside is unknown here; ambient
-    // capabilities are harmless for uid 0, so raise them whenever asked.
+    // In a joined namespace the uid inside is unknown here, so raise them
+    // whenever asked. Security: ambient capabilities give uid 0 nothing more:
+    // without SECBIT_NOROOT, its exec fills the permitted set from the
+    // bounding set anyway, and the ambient set is a subset of that.
     plan.ambient_caps = cap_add && (plan.uid != 0 || join_user) && plan.caps != 0;
 
-    plan.new_session = o.new_session;
-    plan.die_with_parent = o.die_with_parent;
-    plan.as_pid_1 = o.as_pid_1;
-    plan.forward_signals = o.forward_signals;
-    plan.kill_after = o.kill_after;
-    plan.relays = o.relays;
-    plan.info_fd = o.info_fd;
-    plan.json_status_fd = o.json_status_fd;
-    plan.sync_fd = o.sync_fd;
-    plan.block_fd = o.block_fd;
-    plan.userns_block_fd = o.userns_block_fd;
-    plan.disable_userns = o.disable_userns;
-    plan.assert_userns_disabled = o.assert_userns_disabled;
-    plan.lock_files = o.lock_files;
+    plan.process = o.process;
     for (const SeccompInput& in : o.seccomp)
         plan.seccomp.push_back(seccomp_program(in));
     // bwrap's rule: a process other than the command holds the locks and the
     // sync fd, so one waits for the command even without a PID namespace.
-    plan.reaper = !o.as_pid_1 && (o.unshare_pid || o.sync_fd >= 0 || !o.lock_files.empty());
+    plan.fork_command = !o.process.as_pid_1 && (o.unshare_pid || o.fds.sync >= 0 || !o.process.lock_files.empty());
     plan.argv = o.command;
-    plan.argv0 = o.argv0;
+    plan.log_prefix = o.level_prefix ? "<4>" : "";
     return plan;
 }
 

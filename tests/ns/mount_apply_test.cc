@@ -68,10 +68,10 @@ long fs_type(const char* path)
     return statfs(path, &st) == 0 ? static_cast<long>(st.f_type) : -1;
 }
 
-mount::Plan usr_root(std::vector<mount::Op> more = {})
+mount::Plan usr_root(std::vector<mount::InputOp> more = {})
 {
-    std::vector<mount::Op> ops{mount::Bind{"/usr", "/usr", mount::BindKind::ReadOnly, false},
-                               mount::Symlink{"usr/lib", "/lib"}};
+    std::vector<mount::InputOp> ops{mount::Bind{"/usr", "/usr", mount::BindKind::ReadOnly, false},
+                                    mount::Symlink{"usr/lib", "/lib"}};
     ops.insert(ops.end(), more.begin(), more.end());
     return mount::make_plan(ops);
 }
@@ -83,7 +83,7 @@ TEST(MountApply, BuildsNewRootAndHidesTheHost)
     test::TempDir host;
     test::write_file(host / "secret", "s");
     int rc = in_new_namespaces([&] {
-        mount::apply(usr_root({mount::Tmpfs{"/scratch"}, mount::Dir{"/a/b/c", 0700}}));
+        mount::apply(usr_root({mount::Tmpfs{"/scratch"}, mount::Dir{"/a/b/c", 0700}}), {});
         CHILD_CHECK(access("/usr/bin/sh", X_OK) == 0);
         CHILD_CHECK(is_dir("/lib/x86_64-linux-gnu") || is_dir("/lib"));
         CHILD_CHECK(is_dir("/a/b/c"));
@@ -108,7 +108,8 @@ TEST(MountApply, ReadOnlyBindIsReadOnlyAndRwBindWrites)
     test::TempDir host;
     int rc = in_new_namespaces([&] {
         mount::apply(usr_root({mount::Bind{host.path(), "/ro", mount::BindKind::ReadOnly, false},
-                               mount::Bind{host.path(), "/rw", mount::BindKind::ReadWrite, false}}));
+                               mount::Bind{host.path(), "/rw", mount::BindKind::ReadWrite, false}}),
+                     {});
         CHILD_CHECK(open("/ro/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0600) < 0 && errno == EROFS);
         int fd = open("/rw/y", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
         CHILD_CHECK(fd >= 0);
@@ -128,7 +129,8 @@ TEST(MountApply, DestinationSymlinksStayInsideTheNewRoot)
     ASSERT_EQ(symlink("../../../../../../etc", (host / "rel").c_str()), 0);
     int rc = in_new_namespaces([&] {
         mount::apply(usr_root({mount::Dir{"/etc"}, mount::Bind{host.path(), "/w", mount::BindKind::ReadWrite, false},
-                               mount::Tmpfs{"/w/link/through-abs"}, mount::Tmpfs{"/w/rel/through-rel"}}));
+                               mount::Tmpfs{"/w/link/through-abs"}, mount::Tmpfs{"/w/rel/through-rel"}}),
+                     {});
         CHILD_CHECK(fs_type("/etc/through-abs") == TMPFS_MAGIC);
         CHILD_CHECK(fs_type("/etc/through-rel") == TMPFS_MAGIC);
         CHILD_CHECK(access("/etc/passwd", F_OK) != 0);
@@ -142,13 +144,13 @@ TEST(MountApply, OptionalBindSkipsMissingSourceAndRequiredOneFails)
 {
     test::TempDir host;
     int rc = in_new_namespaces([&] {
-        mount::apply(usr_root({mount::Bind{host / "missing", "/m", mount::BindKind::ReadOnly, true}}));
+        mount::apply(usr_root({mount::Bind{host / "missing", "/m", mount::BindKind::ReadOnly, true}}), {});
         CHILD_CHECK(access("/m", F_OK) != 0);
     });
     EXPECT_EQ(rc, 0);
     rc = in_new_namespaces([&] {
         try {
-            mount::apply(usr_root({mount::Bind{host / "missing", "/m", mount::BindKind::ReadOnly, false}}));
+            mount::apply(usr_root({mount::Bind{host / "missing", "/m", mount::BindKind::ReadOnly, false}}), {});
         } catch (const SysError& e) {
             CHILD_CHECK(e.code() == ENOENT);
             CHILD_CHECK(std::string(e.what()).find(host / "missing") != std::string::npos);
@@ -165,7 +167,8 @@ TEST(MountApply, RemountRoAndFileBinds)
     test::write_file(host / "file", "content");
     int rc = in_new_namespaces([&] {
         mount::apply(usr_root({mount::Tmpfs{"/t"}, mount::RemountRo{"/t"},
-                               mount::Bind{host / "file", "/deep/er/file", mount::BindKind::ReadOnly, false}}));
+                               mount::Bind{host / "file", "/deep/er/file", mount::BindKind::ReadOnly, false}}),
+                     {});
         CHILD_CHECK(open("/t/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0600) < 0 && errno == EROFS);
         CHILD_CHECK(test::read_file("/deep/er/file") == "content");
         CHILD_CHECK(open("/deep/er/file", O_WRONLY | O_CLOEXEC) < 0 && errno == EROFS);

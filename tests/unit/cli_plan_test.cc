@@ -55,7 +55,7 @@ TEST(ParseArgs, SplitsAtDoubleDash)
 TEST(ParseArgs, SplitsAtFirstNonOption)
 {
     Options o = parse_args({"--chdir", "/tmp", "sh", "-c", "--bind"});
-    EXPECT_EQ(o.chdir, "/tmp");
+    EXPECT_EQ(o.process.chdir, "/tmp");
     EXPECT_EQ(o.command, (std::vector<std::string>{"sh", "-c", "--bind"}));
 }
 
@@ -64,7 +64,7 @@ TEST(ParseArgs, OptionArgumentsAreNotTheCommand)
     Options o = parse_args({"--setenv", "A", "value", "--hostname", "h", "true"});
     ASSERT_EQ(o.env.size(), 1u);
     EXPECT_EQ(std::get<ns::SetEnv>(o.env[0]).value, "value");
-    EXPECT_EQ(o.hostname, "h");
+    EXPECT_EQ(o.process.hostname, "h");
     EXPECT_EQ(o.command, (std::vector<std::string>{"true"}));
 }
 
@@ -205,9 +205,9 @@ TEST(CocoonMain, HelpListsEveryOption)
 TEST(ParseArgs, RelayAndProxyEnv)
 {
     Options o = parse_args({"--unshare-net", "--relay", "3128", "/run/proxy.sock", "--proxy-env", "3128", "true"});
-    ASSERT_EQ(o.relays.size(), 1u);
-    EXPECT_EQ(o.relays[0].port, 3128);
-    EXPECT_EQ(o.relays[0].socket, "/run/proxy.sock");
+    ASSERT_EQ(o.process.relays.size(), 1u);
+    EXPECT_EQ(o.process.relays[0].port, 3128);
+    EXPECT_EQ(o.process.relays[0].socket, "/run/proxy.sock");
     ns::LaunchPlan p = tools::make_launch_plan(o, user_host());
     for (const char* entry :
          {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
@@ -238,18 +238,18 @@ TEST(ParseArgs, RelayErrors)
 TEST(ParseArgs, StopOptions)
 {
     Options o = parse_args({"--unshare-pid", "--forward-signals", "--kill-after", "2.5", "true"});
-    EXPECT_TRUE(o.forward_signals);
-    EXPECT_EQ(o.kill_after, 2.5);
+    EXPECT_TRUE(o.process.forward_signals);
+    EXPECT_EQ(o.process.kill_after, 2.5);
     ns::LaunchPlan p = tools::make_launch_plan(o, user_host());
-    EXPECT_TRUE(p.forward_signals);
-    EXPECT_EQ(p.kill_after, 2.5);
+    EXPECT_TRUE(p.process.forward_signals);
+    EXPECT_EQ(p.process.kill_after, 2.5);
     EXPECT_THROW(parse_args({"--kill-after", "-1", "true"}), UsageError);
     EXPECT_THROW(parse_args({"--kill-after", "soon", "true"}), UsageError);
     EXPECT_THROW(parse_args({"--kill-after", "nan", "true"}), UsageError);
     auto plan = [](std::vector<std::string> args) { return tools::make_launch_plan(parse_args(args), user_host()); };
     EXPECT_THROW(plan({"--forward-signals", "true"}), UsageError);
     EXPECT_THROW(plan({"--kill-after", "1", "true"}), UsageError);
-    EXPECT_EQ(parse_args({"--json-status-fd", "3", "--info-fd", "4", "true"}).json_status_fd, 3);
+    EXPECT_EQ(parse_args({"--json-status-fd", "3", "--info-fd", "4", "true"}).fds.json_status, 3);
     EXPECT_THROW(parse_args({"--info-fd", "x", "true"}), UsageError);
 }
 
@@ -420,7 +420,7 @@ TEST(ParseArgs, ArgsFileIsSplicedWhereItStands)
     EXPECT_EQ(std::get<ns::SetEnv>(o.env[0]).value, "before");
     EXPECT_EQ(std::get<ns::SetEnv>(o.env[1]).value, "from-file");  // a later option wins over it
     EXPECT_EQ(std::get<ns::SetEnv>(o.env[2]).name, "B");
-    EXPECT_EQ(o.chdir, "/usr");
+    EXPECT_EQ(o.process.chdir, "/usr");
     EXPECT_TRUE(o.unshare_net);  // the last word had no NUL after it
     EXPECT_EQ(o.command, (std::vector<std::string>{"sh", "--args", "5"}));
     // An empty file adds nothing; an --args after "--" is the command's.
@@ -461,10 +461,10 @@ TEST(ParseArgs, FdOptions)
 {
     Options o = parse_args({"--sync-fd", "5", "--block-fd", "6", "--userns-block-fd", "7", "--lock-file", "/a",
                             "--lock-file", "b", "true"});
-    EXPECT_EQ(o.sync_fd, 5);
-    EXPECT_EQ(o.block_fd, 6);
-    EXPECT_EQ(o.userns_block_fd, 7);
-    EXPECT_EQ(o.lock_files, (std::vector<std::string>{"/a", "b"}));
+    EXPECT_EQ(o.fds.sync, 5);
+    EXPECT_EQ(o.fds.block, 6);
+    EXPECT_EQ(o.fds.userns_block, 7);
+    EXPECT_EQ(o.process.lock_files, (std::vector<std::string>{"/a", "b"}));
     for (const char* option : {"--sync-fd", "--block-fd", "--userns-block-fd", "--seccomp", "--add-seccomp-fd"}) {
         EXPECT_THROW(parse_args({option, "-1", "true"}), UsageError) << option;
         EXPECT_THROW(parse_args({option, "3x", "true"}), UsageError) << option;
@@ -558,41 +558,42 @@ TEST(MakePlan, FdOptionRules)
     EXPECT_EQ(error({"--userns-block-fd", "5", "--info-fd", "6", "true"}, user_host()), "no error");
     EXPECT_EQ(error({"--unshare-user", "--userns-block-fd", "5", "--info-fd", "6", "true"}, root_host()), "no error");
 
-    ns::LaunchPlan p = plan_for({"--sync-fd", "5", "--block-fd", "6", "--lock-file", "/l", "true"}, user_host());
-    EXPECT_EQ(p.sync_fd, 5);
-    EXPECT_EQ(p.block_fd, 6);
-    EXPECT_EQ(p.lock_files, std::vector<std::string>{"/l"});
+    Options o = parse_args({"--sync-fd", "5", "--block-fd", "6", "--lock-file", "/l", "true"});
+    EXPECT_EQ(o.fds.sync, 5);
+    EXPECT_EQ(o.fds.block, 6);
+    ns::LaunchPlan p = tools::make_launch_plan(o, user_host());
+    EXPECT_EQ(p.process.lock_files, std::vector<std::string>{"/l"});
 }
 
 TEST(MakePlan, WhoHoldsTheSandboxOpen)
 {
     // A reaper runs with a PID namespace, and (bwrap's rule) whenever the sync
     // fd or locks need a holder other than the command.
-    EXPECT_FALSE(plan_for({"true"}, user_host()).reaper);
-    EXPECT_TRUE(plan_for({"--unshare-pid", "true"}, user_host()).reaper);
-    EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "true"}, user_host()).reaper);
-    EXPECT_TRUE(plan_for({"--sync-fd", "5", "true"}, user_host()).reaper);
-    EXPECT_TRUE(plan_for({"--lock-file", "/l", "true"}, user_host()).reaper);
-    EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "--sync-fd", "5", "true"}, user_host()).reaper);
-    EXPECT_FALSE(plan_for({"--block-fd", "5", "true"}, user_host()).reaper);
+    EXPECT_FALSE(plan_for({"true"}, user_host()).fork_command);
+    EXPECT_TRUE(plan_for({"--unshare-pid", "true"}, user_host()).fork_command);
+    EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "true"}, user_host()).fork_command);
+    EXPECT_TRUE(plan_for({"--sync-fd", "5", "true"}, user_host()).fork_command);
+    EXPECT_TRUE(plan_for({"--lock-file", "/l", "true"}, user_host()).fork_command);
+    EXPECT_FALSE(plan_for({"--unshare-pid", "--as-pid-1", "--sync-fd", "5", "true"}, user_host()).fork_command);
+    EXPECT_FALSE(plan_for({"--block-fd", "5", "true"}, user_host()).fork_command);
 }
 
 TEST(ParseArgs, UsernsOptions)
 {
     Options none = parse_args({"true"});
-    EXPECT_FALSE(none.disable_userns);
-    EXPECT_FALSE(none.assert_userns_disabled);
+    EXPECT_FALSE(none.process.disable_userns);
+    EXPECT_FALSE(none.process.assert_userns_disabled);
     Options o = parse_args({"--disable-userns", "--assert-userns-disabled", "true"});
-    EXPECT_TRUE(o.disable_userns);
-    EXPECT_TRUE(o.assert_userns_disabled);
+    EXPECT_TRUE(o.process.disable_userns);
+    EXPECT_TRUE(o.process.assert_userns_disabled);
     EXPECT_EQ(o.command, std::vector<std::string>{"true"});
 
     ns::LaunchPlan p = plan_for({"--unshare-user", "--disable-userns", "true"}, user_host());
-    EXPECT_TRUE(p.disable_userns);
-    EXPECT_FALSE(p.assert_userns_disabled);
+    EXPECT_TRUE(p.process.disable_userns);
+    EXPECT_FALSE(p.process.assert_userns_disabled);
     p = plan_for({"--assert-userns-disabled", "true"}, root_host());
-    EXPECT_FALSE(p.disable_userns);
-    EXPECT_TRUE(p.assert_userns_disabled);
+    EXPECT_FALSE(p.process.disable_userns);
+    EXPECT_TRUE(p.process.assert_userns_disabled);
 }
 
 TEST(MakePlan, DisableUsernsRules)
@@ -702,8 +703,8 @@ TEST(MakePlan, JoinedNamespaces)
     // An unprivileged caller's implicit user namespace gives way to the joined one.
     ns::LaunchPlan p = plan_for({"--userns", "5", "--unshare-pid", "--unshare-net", "true"}, user_host());
     EXPECT_EQ(p.clone_flags, static_cast<unsigned long long>(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET));
-    EXPECT_EQ(p.userns_fd, 5);
-    EXPECT_EQ(p.pidns_fd, -1);
+    EXPECT_EQ(parse_args({"--userns", "5", "true"}).fds.userns, 5);
+    EXPECT_EQ(parse_args({"--userns", "5", "true"}).fds.pidns, -1);
     EXPECT_FALSE(p.switch_uid);
     EXPECT_EQ(p.caps, 0u);  // unprivileged: nothing unless --cap-add
     EXPECT_EQ(plan_for({"--userns", "5", "--cap-add", "CAP_CHOWN", "true"}, user_host()).caps,
@@ -718,14 +719,14 @@ TEST(MakePlan, JoinedNamespaces)
 
     // --pidns with --unshare-pid: a new PID namespace, nested in the joined one.
     p = plan_for({"--pidns", "6", "--unshare-pid", "true"}, root_host());
-    EXPECT_EQ(p.pidns_fd, 6);
+    EXPECT_EQ(parse_args({"--pidns", "6", "true"}).fds.pidns, 6);
     EXPECT_TRUE(p.clone_flags & CLONE_NEWPID);
-    EXPECT_TRUE(p.reaper);
+    EXPECT_TRUE(p.fork_command);
     p = plan_for({"--pidns", "6", "true"}, root_host());
     EXPECT_FALSE(p.clone_flags & CLONE_NEWPID);
-    EXPECT_FALSE(p.reaper);
+    EXPECT_FALSE(p.fork_command);
 
-    EXPECT_EQ(plan_for({"--userns", "5", "--userns2", "9", "true"}, user_host()).userns2_fd, 9);
+    EXPECT_EQ(parse_args({"--userns", "5", "--userns2", "9", "true"}).fds.userns2, 9);
     EXPECT_THROW(parse_args({"--userns", "abc", "true"}), UsageError);
     EXPECT_THROW(parse_args({"--pidns", "-1", "true"}), UsageError);
     EXPECT_THROW(parse_args({"--userns2"}), UsageError);
@@ -735,8 +736,8 @@ TEST(ParseArgs, Argv0ReplacesOnlyWhatTheCommandSees)
 {
     ns::LaunchPlan plan = plan_for({"--argv0", "shown", "--", "prog", "a"}, user_host());
     EXPECT_EQ(plan.argv, (std::vector<std::string>{"prog", "a"}));
-    EXPECT_EQ(plan.argv0, "shown");
-    EXPECT_FALSE(plan_for({"prog"}, user_host()).argv0);
+    EXPECT_EQ(plan.process.argv0, "shown");
+    EXPECT_FALSE(plan_for({"prog"}, user_host()).process.argv0);
     EXPECT_EQ(parse_error({"--argv0", "a", "--argv0", "b", "true"}), "--argv0 used multiple times");
 }
 
