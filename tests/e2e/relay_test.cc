@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,17 @@ bool echo_once(const std::string& host, uint16_t port, const std::string& text)
     return read_line(fd.get()) == text;
 }
 
+// Reads a download to its EOF and prints its hash.
+int print_download(int fd)
+{
+    StreamHash got;
+    const auto hash = [&](const char* data, size_t len) { got.update(data, len); };
+    if (!read_to_eof(fd, hash, 4 * kMiB))
+        return fail("recv after " + std::to_string(got.bytes()) + " bytes");
+    std::printf("got %s\n", got.text().c_str());
+    return 0;
+}
+
 int client_download(const std::string& host, uint16_t port, uint64_t size, uint64_t seed)
 {
     UniqueFd fd = connect_tcp(host, port);
@@ -91,20 +103,7 @@ int client_download(const std::string& host, uint16_t port, uint64_t size, uint6
         return fail("connect");
     if (!send_all(fd.get(), "download " + std::to_string(size) + " " + std::to_string(seed) + "\n"))
         return fail("send");
-    StreamHash got;
-    std::vector<char> buf(4 * kMiB);
-    for (;;) {
-        ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return fail("recv after " + std::to_string(got.bytes()) + " bytes");
-        if (n == 0)
-            break;
-        got.update(buf.data(), static_cast<size_t>(n));
-    }
-    std::printf("got %s\n", got.text().c_str());
-    return 0;
+    return print_download(fd.get());
 }
 
 // Asks for a download, then reads nothing until the test says so.
@@ -117,20 +116,7 @@ int client_slow_download(const std::string& host, uint16_t port, uint64_t size, 
         return fail("send");
     if (!step("paused"))
         return fail("waiting for the test");
-    StreamHash got;
-    std::vector<char> buf(4 * kMiB);
-    for (;;) {
-        ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return fail("recv after " + std::to_string(got.bytes()) + " bytes");
-        if (n == 0)
-            break;
-        got.update(buf.data(), static_cast<size_t>(n));
-    }
-    std::printf("got %s\n", got.text().c_str());
-    return 0;
+    return print_download(fd.get());
 }
 
 int client_upload(const std::string& host, uint16_t port, uint64_t size, uint64_t seed)
