@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/e2e/relay_support.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
@@ -804,43 +805,34 @@ TEST_F(Relay, ConnectionsCloseWhenCocoonExitsWithoutPidNamespace)
 
 class RelayBadInput : public ::testing::Test {
 protected:
-    void TearDown() override
-    {
-        EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
-    }
+    void TearDown() override { m_host.expect_unchanged(); }
 
-    // Exit 1 at once, nothing on stdout, one "cocoon: " line on stderr that names every one of
-    // `named`, and no process of the sandbox still running (the command would sleep for 10 s).
-    void expect_refused(const std::vector<std::string>& options, const std::vector<std::string>& named)
+    // Refused at once (within 5 s), and no process of the sandbox still running (the command would
+    // sleep for 10 s).
+    void expect_refused_at_once(const std::vector<std::string>& options, const std::vector<std::string>& named)
     {
-        Background cocoon(args({minimal_root(), options, {"sh", "-c", "sleep 10; :", m_marker}}), m_dir.path());
-        EXPECT_EQ(cocoon.wait(5000), 1) << cocoon.err();
-        const std::vector<pid_t> left = processes_with(m_marker);
+        const std::string& marker = m_host.marker();
+        Background cocoon(args({minimal_root(), options, {"sh", "-c", "sleep 10; :", marker}}), m_dir.path());
+        const std::optional<int> code = cocoon.wait(5000);
+        const std::vector<pid_t> left = processes_with(marker);
         EXPECT_EQ(left, std::vector<pid_t>{}) << "the sandbox runs on after cocoon exited: " << cocoon.err();
         // Clean up, so that TearDown reports only what this did not see.
         for (pid_t pid : left)
             ::kill(pid, SIGKILL);
         const auto deadline = Clock::now() + std::chrono::seconds(2);
-        while (!processes_with(m_marker).empty() && Clock::now() < deadline)
+        while (!processes_with(marker).empty() && Clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        const std::string err = cocoon.err();
-        EXPECT_EQ(cocoon.out(), "");
-        EXPECT_EQ(err.rfind("cocoon: ", 0), 0u) << err;
-        EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
-        for (const std::string& name : named)
-            EXPECT_TRUE(contains(err, name)) << "expected " << name << " in: " << err;
+        expect_refused(Result{code.value_or(-1), cocoon.out(), cocoon.err()}, named);
     }
 
     TempDir m_dir;
     const std::string m_socket = m_dir / "proxy.sock";
-    const std::string m_marker = unique_marker("cocoon-relay-bad-input");
-    const std::vector<std::string> m_mounts = mount_table();
+    const HostSnapshot m_host{"cocoon-relay-bad-input"};
 };
 
 TEST_F(RelayBadInput, MissingSocket)
 {
-    expect_refused({"--unshare-all", "--relay", "3128", m_socket}, {"--relay", m_socket});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_socket}, {"--relay", m_socket});
 }
 
 TEST_F(RelayBadInput, RelativeSocket)
@@ -849,38 +841,38 @@ TEST_F(RelayBadInput, RelativeSocket)
     Target target(m_socket);
     const std::string cwd = std::filesystem::current_path();
     std::filesystem::current_path(m_dir.path());
-    expect_refused({"--unshare-all", "--relay", "3128", "proxy.sock"}, {"--relay", "proxy.sock", "absolute"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", "proxy.sock"}, {"--relay", "proxy.sock", "absolute"});
     std::filesystem::current_path(cwd);
 }
 
 TEST_F(RelayBadInput, NotASocket)
 {
     write_file(m_dir / "file", "not a socket");
-    expect_refused({"--unshare-all", "--relay", "3128", m_dir / "file"}, {"--relay", m_dir / "file", "socket"});
-    expect_refused({"--unshare-all", "--relay", "3128", m_dir.path()}, {"--relay", m_dir.path(), "socket"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_dir / "file"}, {"--relay", m_dir / "file", "socket"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_dir.path()}, {"--relay", m_dir.path(), "socket"});
 }
 
 TEST_F(RelayBadInput, SamePortTwice)
 {
     Target target(m_socket);
     Target other(m_dir / "other.sock");
-    expect_refused({"--unshare-all", "--relay", "3128", m_socket, "--relay", "3128", other.path()},
-                   {"--relay", "3128"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_socket, "--relay", "3128", other.path()},
+                           {"--relay", "3128"});
 }
 
 TEST_F(RelayBadInput, NeedsItsOwnNetwork)
 {
     Target target(m_socket);
-    expect_refused({"--unshare-pid", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
-    expect_refused({"--unshare-all", "--share-net", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
+    expect_refused_at_once({"--unshare-pid", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
+    expect_refused_at_once({"--unshare-all", "--share-net", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
 }
 
 TEST_F(RelayBadInput, BadPort)
 {
     Target target(m_socket);
     for (const char* port : {"0", "65536", "http", "-1"})
-        expect_refused({"--unshare-all", "--relay", port, m_socket}, {"--relay", port});
-    expect_refused({"--unshare-all", "--proxy-env", "0"}, {"--proxy-env"});
+        expect_refused_at_once({"--unshare-all", "--relay", port, m_socket}, {"--relay", port});
+    expect_refused_at_once({"--unshare-all", "--proxy-env", "0"}, {"--proxy-env"});
 }
 
 TEST_F(RelayBadInput, SocketPathTooLong)
@@ -894,7 +886,7 @@ TEST_F(RelayBadInput, SocketPathTooLong)
     const std::string long_path = deep + "/proxy.sock";
     ASSERT_GT(long_path.size(), sizeof(sockaddr_un::sun_path));
     ASSERT_TRUE(exists(long_path));
-    expect_refused({"--unshare-all", "--relay", "3128", long_path}, {"relay", long_path});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", long_path}, {"relay", long_path});
 }
 
 }  // namespace
