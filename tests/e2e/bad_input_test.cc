@@ -5,94 +5,63 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <filesystem>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "tests/e2e/e2e.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
-
-std::set<std::string> listing(const std::string& dir)
-{
-    std::set<std::string> names;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
-        names.insert(entry.path().string());
-    return names;
-}
 
 // Every test starts from a snapshot of the host and checks in TearDown that
 // the failed run left it as it was.
 class BadInput : public ::testing::Test {
 protected:
-    void TearDown() override
-    {
-        EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
-        EXPECT_EQ(listing(m_dir.path()), m_files) << "files appeared on the host";
-    }
-
-    // Exit 1, nothing on stdout, exactly one line on stderr that starts with
-    // prefix and names the culprit.
-    static void expect_refused(const Result& r, const std::string& named, const std::string& prefix = "cocoon: ")
-    {
-        EXPECT_EQ(r.code, 1) << r.err;
-        EXPECT_EQ(r.out, "");
-        EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-        EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << r.err;
-        EXPECT_TRUE(contains(r.err, named)) << "expected " << named << " in: " << r.err;
-    }
-
-    std::vector<std::string> marked() const { return {"--setenv", "COCOON_E2E_MARK", m_marker}; }
+    void TearDown() override { m_host.expect_unchanged(); }
 
     TempDir m_dir;
-    const std::string m_marker = unique_marker("cocoon-bad-input");
-    const std::vector<std::string> m_mounts = mount_table();
-    const std::set<std::string> m_files = listing(m_dir.path());
+    const HostSnapshot m_host{"cocoon-bad-input", m_dir.path()};
 };
 
 TEST_F(BadInput, UnknownOption)
 {
-    expect_refused(cocoon(args({marked(), {"--no-such-option", "true"}})), "--no-such-option");
+    expect_refused(cocoon(args({m_host.mark(), {"--no-such-option", "true"}})), {"--no-such-option"});
 }
 
 TEST_F(BadInput, OptionMissingItsArguments)
 {
-    expect_refused(cocoon(args({marked(), {"--bind", m_dir.path()}})), "--bind");
+    expect_refused(cocoon(args({m_host.mark(), {"--bind", m_dir.path()}})), {"--bind"});
 }
 
 TEST_F(BadInput, MissingBindSource)
 {
     const std::string missing = m_dir / "missing";
-    expect_refused(in_sandbox(args({marked(), {"--bind", missing, "/data"}}), {"true"}), missing);
+    expect_refused(in_sandbox(args({m_host.mark(), {"--bind", missing, "/data"}}), {"true"}), {missing});
     EXPECT_FALSE(exists(missing));
 }
 
 TEST_F(BadInput, DotDotInDestination)
 {
     const std::string dest = m_dir.path() + "/a/../b";
-    expect_refused(in_sandbox(args({marked(), {"--bind", m_dir.path(), dest}}), {"true"}), dest);
+    expect_refused(in_sandbox(args({m_host.mark(), {"--bind", m_dir.path(), dest}}), {"true"}), {dest});
     EXPECT_FALSE(exists(m_dir / "a"));
     EXPECT_FALSE(exists(m_dir / "b"));
 }
 
 TEST_F(BadInput, MissingCommand)
 {
-    expect_refused(in_sandbox(marked(), {}), "command");
+    expect_refused(in_sandbox(m_host.mark(), {}), {"command"});
 }
 
 TEST_F(BadInput, NonexistentCommand)
 {
-    expect_refused(in_sandbox({}, {"/nonexistent-cmd", m_marker}), "/nonexistent-cmd");
+    expect_refused(in_sandbox({}, {"/nonexistent-cmd", m_host.marker()}), {"/nonexistent-cmd"});
 }
 
 TEST_F(BadInput, NonexistentCommandWithPidNamespace)
 {
-    expect_refused(in_sandbox({"--unshare-pid"}, {"/nonexistent-cmd", m_marker}), "/nonexistent-cmd");
+    expect_refused(in_sandbox({"--unshare-pid"}, {"/nonexistent-cmd", m_host.marker()}), {"/nonexistent-cmd"});
 }
 
 TEST_F(BadInput, CalledAsBwrapSaysBwrap)
@@ -101,11 +70,12 @@ TEST_F(BadInput, CalledAsBwrapSaysBwrap)
     const std::string link = bin / "bwrap";
     ASSERT_EQ(::symlink(cocoon_bin().c_str(), link.c_str()), 0);
 
-    expect_refused(run({link, "--setenv", "COCOON_E2E_MARK", m_marker, "--no-such-option", "true"}), "--no-such-option",
+    expect_refused(run({link, "--setenv", "COCOON_E2E_MARK", m_host.marker(), "--no-such-option", "true"}),
+                   {"--no-such-option"}, "bwrap: ");
+    expect_refused(run(args({{link}, minimal_root(), {"/nonexistent-cmd", m_host.marker()}})), {"/nonexistent-cmd"},
                    "bwrap: ");
-    expect_refused(run(args({{link}, minimal_root(), {"/nonexistent-cmd", m_marker}})), "/nonexistent-cmd", "bwrap: ");
     // Control: the same binary under its own name says cocoon.
-    expect_refused(cocoon({"--no-such-option", "true"}), "--no-such-option", "cocoon: ");
+    expect_refused(cocoon({"--no-such-option", "true"}), {"--no-such-option"}, "cocoon: ");
 }
 
 // A fd number closed here, so closed in the cocoon that run() starts too.
@@ -122,20 +92,20 @@ TEST_F(BadInput, ClosedFdForAnFdOption)
     const std::string fd = std::to_string(closed_fd());
     for (const char* option : {"--args", "--sync-fd", "--block-fd", "--seccomp", "--add-seccomp-fd"}) {
         SCOPED_TRACE(option);
-        Result r = in_sandbox(args({marked(), {option, fd}}), {"true", m_marker});
-        expect_refused(r, option);
+        Result r = in_sandbox(args({m_host.mark(), {option, fd}}), {"true", m_host.marker()});
+        expect_refused(r, {option});
         EXPECT_TRUE(contains(r.err, fd + ": Bad file descriptor")) << r.err;
     }
-    Result r =
-        in_sandbox(args({marked(), {"--unshare-user", "--info-fd", "1", "--userns-block-fd", fd}}), {"true", m_marker});
-    expect_refused(r, "--userns-block-fd " + fd);
+    Result r = in_sandbox(args({m_host.mark(), {"--unshare-user", "--info-fd", "1", "--userns-block-fd", fd}}),
+                          {"true", m_host.marker()});
+    expect_refused(r, {"--userns-block-fd " + fd});
 }
 
 TEST_F(BadInput, MissingLockFile)
 {
-    Result r = in_sandbox(args({marked(), {"--bind", m_dir.path(), "/data", "--lock-file", "/data/missing"}}),
-                          {"true", m_marker});
-    expect_refused(r, "Unable to open lock file /data/missing");
+    Result r = in_sandbox(args({m_host.mark(), {"--bind", m_dir.path(), "/data", "--lock-file", "/data/missing"}}),
+                          {"true", m_host.marker()});
+    expect_refused(r, {"Unable to open lock file /data/missing"});
 }
 
 }  // namespace

@@ -7,17 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tests/e2e/e2e.h"
+#include "tests/support/bwrap.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
-
-constexpr const char* kBwrap = "/usr/bin/bwrap";
 
 // Runs `program args...` through /bin/sh so that `redirs` (e.g. "3<file 4<dir")
 // opens the fds the options name; `prelude` runs in that shell first; stdin is `input`.
@@ -37,17 +36,6 @@ Result sandbox(const std::string& redirs, const std::vector<std::string>& option
 {
     return run_with_fds(program, redirs, args({minimal_root(), {"--unshare-pid", "--proc", "/proc"}, options}), command,
                         input, prelude);
-}
-
-// Why bwrap cannot be compared here, or "" if it can.
-std::string bwrap_unusable()
-{
-    if (!exists(kBwrap))
-        return std::string(kBwrap) + " is not installed";
-    Result r = sandbox("", {}, {"true"}, "", kBwrap);
-    if (r.code != 0)
-        return "bwrap cannot make a sandbox for this user here: " + r.err;
-    return "";
 }
 
 std::string stat_modes(const std::vector<std::string>& paths)
@@ -98,7 +86,7 @@ TEST_F(DataMounts, DefaultModesAndPermsMatchBwrap)
     EXPECT_EQ(r.out, "/f 666\n/bd 600\n/rbd 600\n/d 755\n/t 755\n/x 700\n/x/y 700\n/x/y/f 700\n/p 750\n/p/q 750\n"
                      "/tt 741\n/z 750\n/z/bd 640\n/o 705\n/o/p 705\n0077\n");
 
-    if (std::string why = bwrap_unusable(); !why.empty())
+    if (std::string why = bwrap_unusable({"--unshare-pid", "--proc", "/proc"}); !why.empty())
         GTEST_SKIP() << "differential part skipped: " << why;
     Result b = sandbox(redirs, options, sh(stat_modes(paths) + "; umask"), "", kBwrap, umask);
     ASSERT_EQ(b.code, 0) << b.err;
@@ -229,44 +217,34 @@ protected:
     void SetUp() override
     {
         DataMounts::SetUp();
-        m_files = listing();
+        m_host.emplace("cocoon-data-bad", m_dir.path());
     }
-    void TearDown() override
+    void TearDown() override { m_host->expect_unchanged(); }
+
+    // Refused, and the one line is exactly "cocoon: " + message.
+    void expect_refused_with(const std::vector<std::string>& options, const std::string& redirs,
+                             const std::string& message)
     {
-        EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
-        EXPECT_EQ(listing(), m_files) << "files appeared on the host";
-    }
-    std::set<std::string> listing() const
-    {
-        std::set<std::string> names;
-        for (const auto& entry : std::filesystem::recursive_directory_iterator(m_dir.path()))
-            names.insert(entry.path().string());
-        return names;
-    }
-    void expect_refused(const std::vector<std::string>& options, const std::string& redirs, const std::string& message)
-    {
-        Result r = sandbox(redirs, args({{"--setenv", "COCOON_E2E_MARK", m_marker}, options}), {"true", m_marker});
-        EXPECT_EQ(r.code, 1) << r.err;
-        EXPECT_EQ(r.out, "");
+        Result r = sandbox(redirs, args({m_host->mark(), options}), {"true", m_host->marker()});
+        expect_refused(r, {message});
         EXPECT_EQ(r.err, "cocoon: " + message + "\n");
     }
-    const std::string m_marker = unique_marker("cocoon-data-bad");
-    const std::vector<std::string> m_mounts = mount_table();
-    std::set<std::string> m_files;
+
+    std::optional<HostSnapshot> m_host;  // taken once the data file exists
 };
 
 TEST_F(DataMountsBad, ClosedFds)
 {
     for (const char* option : {"--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd"})
-        expect_refused({option, "9", m_dir / "out"}, "9<&-",
-                       std::string("Invalid ") + option + " 9: Bad file descriptor");
+        expect_refused_with({option, "9", m_dir / "out"}, "9<&-",
+                            std::string("Invalid ") + option + " 9: Bad file descriptor");
 }
 
 TEST_F(DataMountsBad, FdsOfTheWrongKind)
 {
-    expect_refused({"--bind-data", "3", "/x"}, "3<" + m_dir.path(), "Can't read --bind-data 3 for /x: Is a directory");
-    expect_refused({"--file", "3", "/x"}, "3<" + m_dir.path(), "Can't read --file 3 for /x: Is a directory");
+    expect_refused_with({"--bind-data", "3", "/x"}, "3<" + m_dir.path(),
+                        "Can't read --bind-data 3 for /x: Is a directory");
+    expect_refused_with({"--file", "3", "/x"}, "3<" + m_dir.path(), "Can't read --file 3 for /x: Is a directory");
     // A pipe has no place in the mount tree to bind.
     Result r = sandbox("3<&0", {"--bind-fd", "3", "/x"}, {"true"}, "data");
     EXPECT_EQ(r.code, 1);
@@ -276,26 +254,26 @@ TEST_F(DataMountsBad, FdsOfTheWrongKind)
 // bwrap closes each fd after its first use, so a second use fails there too.
 TEST_F(DataMountsBad, FdUsedTwice)
 {
-    expect_refused({"--file", "3", "/a", "--file", "3", "/b"}, "3<" + data_path(),
-                   "--file 3: fd 3 is already used by --file");
-    expect_refused({"--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b"}, "3<" + data_path(),
-                   "--ro-bind-fd 3: fd 3 is already used by --bind-data");
+    expect_refused_with({"--file", "3", "/a", "--file", "3", "/b"}, "3<" + data_path(),
+                        "--file 3: fd 3 is already used by --file");
+    expect_refused_with({"--bind-data", "3", "/a", "--ro-bind-fd", "3", "/b"}, "3<" + data_path(),
+                        "--ro-bind-fd 3: fd 3 is already used by --bind-data");
 }
 
 TEST_F(DataMountsBad, PermsAndSizeMisuse)
 {
-    expect_refused({"--perms", "0700", "--bind", m_dir.path(), "/x"}, "",
-                   "--perms must be followed by an option that creates a file");
-    expect_refused({"--perms", "0700", "--mqueue", "/x"}, "",
-                   "--perms must be followed by an option that creates a file");
-    expect_refused({"--perms", "800", "--dir", "/x"}, "", "--perms takes an octal argument <= 07777");
-    expect_refused({"--size", "4096", "--dir", "/x"}, "", "--size must be followed by --tmpfs");
-    expect_refused({"--size", "0", "--tmpfs", "/x"}, "", "--size takes a non-zero number of bytes");
+    expect_refused_with({"--perms", "0700", "--bind", m_dir.path(), "/x"}, "",
+                        "--perms must be followed by an option that creates a file");
+    expect_refused_with({"--perms", "0700", "--mqueue", "/x"}, "",
+                        "--perms must be followed by an option that creates a file");
+    expect_refused_with({"--perms", "800", "--dir", "/x"}, "", "--perms takes an octal argument <= 07777");
+    expect_refused_with({"--size", "4096", "--dir", "/x"}, "", "--size must be followed by --tmpfs");
+    expect_refused_with({"--size", "0", "--tmpfs", "/x"}, "", "--size takes a non-zero number of bytes");
 }
 
 TEST_F(DataMountsBad, SameMessagesAsBwrap)
 {
-    if (std::string why = bwrap_unusable(); !why.empty())
+    if (std::string why = bwrap_unusable({"--unshare-pid", "--proc", "/proc"}); !why.empty())
         GTEST_SKIP() << why;
     for (std::vector<std::string> options : {std::vector<std::string>{"--perms", "0700", "--symlink", "a", "/b"},
                                              {"--perms", "1", "--perms", "2", "--dir", "/d"},

@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <ctime>
 #include <set>
 #include <sstream>
 #include <string>
@@ -61,14 +59,6 @@ inline std::set<std::string> line_set(const std::string& text)
 inline bool contains(const std::string& haystack, const std::string& needle)
 {
     return haystack.find(needle) != std::string::npos;
-}
-
-// A string no other test run uses, for file names and process markers.
-inline std::string unique_marker(const std::string& prefix)
-{
-    static std::atomic<unsigned> counter{0};
-    return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr)) + "-" +
-           std::to_string(counter++);
 }
 
 // The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.

@@ -26,6 +26,8 @@
 
 #include "base/unique_fd.h"
 #include "tests/e2e/e2e.h"
+#include "tests/support/bwrap.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
@@ -169,17 +171,6 @@ template <typename Pred> bool eventually(Pred pred)
         std::this_thread::sleep_for(10ms);
     }
     return pred();
-}
-
-// Refused: exit 1, nothing on stdout, one "cocoon: " line naming every needle.
-void expect_refused(const Result& r, const std::vector<std::string>& named)
-{
-    EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_EQ(r.out, "");
-    EXPECT_EQ(r.err.rfind("cocoon: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    for (const std::string& needle : named)
-        EXPECT_TRUE(contains(r.err, needle)) << "expected " << needle << " in: " << r.err;
 }
 
 // Shell that prints "fd-open" if fd is open in the command (for reading with
@@ -570,11 +561,8 @@ class Bwrap : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        if (::access("/usr/bin/bwrap", X_OK) != 0)
-            GTEST_SKIP() << "/usr/bin/bwrap is not installed (tools/test installs bubblewrap)";
-        Result r = run(args({{"/usr/bin/bwrap"}, minimal_root(), {"true"}}));
-        if (r.code != 0)
-            GTEST_SKIP() << "/usr/bin/bwrap cannot make a sandbox here: " << r.err;
+        if (std::string why = bwrap_unusable(); !why.empty())
+            GTEST_SKIP() << why;
     }
 
     // The same options and command, once under each; returns {cocoon, bwrap}.
@@ -591,7 +579,7 @@ protected:
             }
             return Background(args({{bin}, minimal_root(), options, command}), map).finish();
         };
-        return {one(cocoon_bin()), one("/usr/bin/bwrap")};
+        return {one(cocoon_bin()), one(kBwrap)};
     }
 };
 

@@ -20,6 +20,8 @@
 
 #include "base/unique_fd.h"
 #include "tests/e2e/e2e.h"
+#include "tests/support/bwrap.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
@@ -138,32 +140,16 @@ std::string fd_open_test(int fd)
 // no sandbox process or mount was left behind.
 class JoinNs : public ::testing::Test {
 protected:
-    void TearDown() override
-    {
-        EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
-    }
+    void TearDown() override { m_host.expect_unchanged(); }
 
     // cocoon with a minimal root, a marker in its command line (for
     // processes_with) and a /proc of a new PID namespace unless told not to.
     Result sandbox(const std::vector<std::string>& options, const std::vector<std::string>& command)
     {
-        return cocoon(args({minimal_root(), {"--setenv", "COCOON_E2E_MARK", m_marker}, options, command}));
+        return cocoon(args({minimal_root(), m_host.mark(), options, command}));
     }
 
-    // Exit 1, nothing on stdout, one "cocoon: " line naming every needle.
-    static void expect_refused(const Result& r, const std::vector<std::string>& named)
-    {
-        EXPECT_EQ(r.code, 1) << r.err;
-        EXPECT_EQ(r.out, "");
-        EXPECT_EQ(r.err.rfind("cocoon: ", 0), 0u) << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-        for (const std::string& needle : named)
-            EXPECT_TRUE(contains(r.err, needle)) << "expected " << needle << " in: " << r.err;
-    }
-
-    const std::string m_marker = unique_marker("cocoon-join-ns");
-    const std::vector<std::string> m_mounts = mount_table();
+    const HostSnapshot m_host{"cocoon-join-ns"};
 };
 
 // --- --userns ---
@@ -208,7 +194,7 @@ TEST_F(JoinNs, UsernsWithUidSwitchesInsideIt)
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "0\n0\n");
     // Only root is mapped there.
-    expect_refused(sandbox({"--userns", fd_text(user), "--uid", "3"}, {"true", m_marker}),
+    expect_refused(sandbox({"--userns", fd_text(user), "--uid", "3"}, {"true", m_host.marker()}),
                    {"unable to switch to uid 3"});
 }
 
@@ -261,7 +247,7 @@ TEST_F(JoinNs, PidnsWithoutUserns)
     EXPECT_NE(l[1], "1");
     // A PID namespace nested in it must belong to its owner or below: root's
     // own user namespace is above, so the kernel refuses.
-    expect_refused(sandbox({"--pidns", fd_text(pid), "--unshare-pid"}, {"true", m_marker}),
+    expect_refused(sandbox({"--pidns", fd_text(pid), "--unshare-pid"}, {"true", m_host.marker()}),
                    {"--pidns " + fd_text(pid), "--userns", "Invalid argument"});
 }
 
@@ -288,7 +274,7 @@ TEST_F(JoinNs, Userns2SwitchesAfterSetup)
     EXPECT_EQ(r.out, inode_of(inner.get()) + "\n");
 
     // The namespace used for setup is not below itself.
-    expect_refused(sandbox(args({base, {"--userns2", fd_text(outer_fd)}}), {"true", m_marker}),
+    expect_refused(sandbox(args({base, {"--userns2", fd_text(outer_fd)}}), {"true", m_host.marker()}),
                    {"--userns2 " + fd_text(outer_fd), "Invalid argument"});
 }
 
@@ -305,16 +291,16 @@ TEST_F(JoinNs, WrongTypeOrClosedFds)
     const std::string closed_text = std::to_string(closed);
     for (const char* option : {"--userns", "--userns2"}) {
         SCOPED_TRACE(option);
-        expect_refused(sandbox({option, fd_text(pid)}, {"true", m_marker}),
+        expect_refused(sandbox({option, fd_text(pid)}, {"true", m_host.marker()}),
                        {std::string(option) + " " + fd_text(pid), "not a user namespace"});
-        expect_refused(sandbox({option, fd_text(file)}, {"true", m_marker}),
+        expect_refused(sandbox({option, fd_text(file)}, {"true", m_host.marker()}),
                        {std::string(option) + " " + fd_text(file), "not a user namespace"});
-        expect_refused(sandbox({option, closed_text}, {"true", m_marker}),
+        expect_refused(sandbox({option, closed_text}, {"true", m_host.marker()}),
                        {std::string(option) + " " + closed_text, "Bad file descriptor"});
     }
-    expect_refused(sandbox({"--pidns", fd_text(user)}, {"true", m_marker}),
+    expect_refused(sandbox({"--pidns", fd_text(user)}, {"true", m_host.marker()}),
                    {"--pidns " + fd_text(user), "not a PID namespace"});
-    expect_refused(sandbox({"--pidns", closed_text}, {"true", m_marker}),
+    expect_refused(sandbox({"--pidns", closed_text}, {"true", m_host.marker()}),
                    {"--pidns " + closed_text, "Bad file descriptor"});
 }
 
@@ -323,15 +309,15 @@ TEST_F(JoinNs, ForbiddenCombinations)
     NsHolder holder(true, false, false);
     UniqueFd user = holder.open("user");
     const std::string fd = fd_text(user);
-    expect_refused(sandbox({"--userns", fd, "--unshare-user"}, {"true", m_marker}),
+    expect_refused(sandbox({"--userns", fd, "--unshare-user"}, {"true", m_host.marker()}),
                    {"--userns not compatible --unshare-user"});
-    expect_refused(sandbox({"--userns", fd, "--unshare-all"}, {"true", m_marker}),
+    expect_refused(sandbox({"--userns", fd, "--unshare-all"}, {"true", m_host.marker()}),
                    {"--userns not compatible --unshare-user-try"});
-    expect_refused(sandbox({"--userns", fd, "--userns-block-fd", fd, "--info-fd", "1"}, {"true", m_marker}),
+    expect_refused(sandbox({"--userns", fd, "--userns-block-fd", fd, "--info-fd", "1"}, {"true", m_host.marker()}),
                    {"--userns-block-fd requires --unshare-user"});
     // Joining the caller's own user namespace would regain capabilities there.
     UniqueFd own = open_inherited("/proc/self/ns/user");
-    expect_refused(sandbox({"--userns", fd_text(own)}, {"true", m_marker}),
+    expect_refused(sandbox({"--userns", fd_text(own)}, {"true", m_host.marker()}),
                    {"--userns " + fd_text(own), "Invalid argument"});
 }
 
@@ -341,13 +327,13 @@ class JoinNsBwrap : public JoinNs {
 protected:
     void SetUp() override
     {
-        if (::access("/usr/bin/bwrap", X_OK) != 0)
-            GTEST_SKIP() << "/usr/bin/bwrap is not installed (tools/test installs bubblewrap)";
+        if (std::string why = bwrap_unusable(); !why.empty())
+            GTEST_SKIP() << why;
     }
 
     static Result bwrap(const std::vector<std::string>& options, const std::vector<std::string>& command)
     {
-        return run(args({{"/usr/bin/bwrap"}, minimal_root(), options, command}));
+        return run(args({{kBwrap}, minimal_root(), options, command}));
     }
 };
 

@@ -14,23 +14,10 @@
 #include <vector>
 
 #include "tests/e2e/e2e.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
-
-// Every file under dir with its contents (directories as "/"), so that any
-// change a sandbox makes there shows.
-std::map<std::string, std::string> snapshot(const std::string& dir)
-{
-    std::map<std::string, std::string> files;
-    // skip: overlayfs makes WORKDIR/work with mode 0, which only root reads.
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(
-             dir, std::filesystem::directory_options::skip_permission_denied)) {
-        const std::string path = entry.path().string();
-        files[path] = entry.is_directory() ? "/" : entry.is_regular_file() ? read_file(path) : "(special)";
-    }
-    return files;
-}
 
 // Two lower layers: "a" only in l1, "c" only in l2, "b" in both.
 class Overlay : public ::testing::Test {
@@ -45,7 +32,7 @@ protected:
         write_file(lower1() + "/b", "b from l1\n");
         write_file(lower2() + "/b", "b from l2\n");
         write_file(lower2() + "/c", "c from l2\n");
-        m_before = snapshot(m_dir.path());
+        m_before = files_under(m_dir.path());
     }
     void TearDown() override
     {
@@ -88,7 +75,7 @@ TEST_F(Overlay, TmpOverlayWritesStayInTheSandbox)
                              "cat /m/b /m/new && ls /m"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "changed\nnew\nb\nc\nd\nnew\n");
-    EXPECT_EQ(snapshot(m_dir.path()), m_before) << "a write reached a host directory";
+    EXPECT_EQ(files_under(m_dir.path()), m_before) << "a write reached a host directory";
 
     // A second sandbox starts from the sources again.
     Result again = in_sandbox(args({sources(), {"--tmp-overlay", "/m"}}), sh("cat /m/b; ls /m"));
@@ -126,7 +113,7 @@ TEST_F(Overlay, OverlayWritesLandInRwsrc)
     EXPECT_EQ(read_file(upper() + "/b"), "changed\n");
     EXPECT_EQ(read_file(upper() + "/new"), "new\n");
     // The lower layers are untouched; only RWSRC and WORKDIR changed.
-    auto after = snapshot(m_dir.path());
+    auto after = files_under(m_dir.path());
     for (auto* m : {&after, &m_before})
         std::erase_if(
             *m, [&](const auto& kv) { return kv.first.rfind(upper(), 0) == 0 || kv.first.rfind(work(), 0) == 0; });
@@ -147,7 +134,7 @@ TEST_F(Overlay, RoOverlayRefusesWrites)
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
     for (const std::string& line : lines(r.err))
         EXPECT_TRUE(contains(line, "Read-only file system")) << r.err;
-    EXPECT_EQ(snapshot(m_dir.path()), m_before);
+    EXPECT_EQ(files_under(m_dir.path()), m_before);
 }
 
 TEST_F(Overlay, OverlaysAreNosuidAndNodev)
@@ -169,20 +156,12 @@ protected:
     void TearDown() override
     {
         Overlay::TearDown();
-        EXPECT_EQ(snapshot(m_dir.path()), m_before) << "files appeared on the host";
+        EXPECT_EQ(files_under(m_dir.path()), m_before) << "files appeared on the host";
         EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
     }
     Result run_marked(const std::vector<std::string>& options)
     {
         return in_sandbox(args({{"--setenv", "COCOON_E2E_MARK", m_marker}, options}), {"true"});
-    }
-    static void expect_refused(const Result& r, const std::string& named, const std::string& prefix = "cocoon: ")
-    {
-        EXPECT_EQ(r.code, 1) << r.err;
-        EXPECT_EQ(r.out, "");
-        EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-        EXPECT_TRUE(contains(r.err, named)) << "expected " << named << " in: " << r.err;
     }
     const std::string m_marker = unique_marker("cocoon-overlay");
 };
@@ -191,23 +170,23 @@ TEST_F(OverlayRefused, MissingSource)
 {
     const std::string missing = m_dir / "missing";
     Result r = run_marked({"--overlay-src", lower1(), "--overlay-src", missing, "--overlay", upper(), work(), "/m"});
-    expect_refused(r, "--overlay-src " + missing + ": No such file or directory");
+    expect_refused(r, {"--overlay-src " + missing + ": No such file or directory"});
     r = run_marked({"--overlay-src", lower1(), "--overlay", missing, work(), "/m"});
-    expect_refused(r, "--overlay RWSRC " + missing);
+    expect_refused(r, {"--overlay RWSRC " + missing});
 }
 
 TEST_F(OverlayRefused, NoSourceOrTooFew)
 {
-    expect_refused(run_marked({"--tmp-overlay", "/m"}), "--tmp-overlay requires at least one --overlay-src");
-    expect_refused(run_marked({"--overlay", upper(), work(), "/m"}), "--overlay requires at least one --overlay-src");
+    expect_refused(run_marked({"--tmp-overlay", "/m"}), {"--tmp-overlay requires at least one --overlay-src"});
+    expect_refused(run_marked({"--overlay", upper(), work(), "/m"}), {"--overlay requires at least one --overlay-src"});
     expect_refused(run_marked({"--overlay-src", lower1(), "--ro-overlay", "/m"}),
-                   "--ro-overlay requires at least two --overlay-src");
+                   {"--ro-overlay requires at least two --overlay-src"});
 }
 
 TEST_F(OverlayRefused, DanglingSource)
 {
-    expect_refused(run_marked({"--overlay-src", lower1()}), "--overlay-src must be followed by");
-    expect_refused(run_marked({"--overlay-src", lower1(), "--tmpfs", "/m"}), "--overlay-src must be followed by");
+    expect_refused(run_marked({"--overlay-src", lower1()}), {"--overlay-src must be followed by"});
+    expect_refused(run_marked({"--overlay-src", lower1(), "--tmpfs", "/m"}), {"--overlay-src must be followed by"});
 }
 
 TEST_F(OverlayRefused, WorkdirOnAnotherFilesystem)
@@ -220,13 +199,13 @@ TEST_F(OverlayRefused, WorkdirOnAnotherFilesystem)
     if (devs[0] == devs[1])
         GTEST_SKIP() << upper() << " and /dev/shm are on one filesystem here: no second filesystem to name";
     expect_refused(run_marked({"--overlay-src", lower1(), "--overlay", upper(), "/dev/shm", "/m"}),
-                   "--overlay " + upper() + " /dev/shm: WORKDIR must be on the same filesystem");
+                   {"--overlay " + upper() + " /dev/shm: WORKDIR must be on the same filesystem"});
 }
 
 TEST_F(OverlayRefused, LevelPrefixMarksTheError)
 {
     expect_refused(run_marked({"--level-prefix", "--overlay-src", m_dir / "missing", "--tmp-overlay", "/m"}),
-                   "--overlay-src " + m_dir / "missing", "<3>cocoon: ");
+                   {"--overlay-src " + m_dir / "missing"}, "<3>cocoon: ");
 }
 
 TEST(Argv0, IsWhatTheCommandSees)

@@ -2,16 +2,13 @@
 // in the background), run by the test process; the byte and socket helpers also serve the client.
 #pragma once
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +31,7 @@
 
 #include "base/unique_fd.h"
 #include "tests/e2e/e2e.h"
+#include "tests/support/socket.h"
 
 namespace cocoon::test::relay_e2e {
 
@@ -119,122 +117,16 @@ private:
 
 // ---- Sockets ----------------------------------------------------------------------------------
 
-// Every blocking call on the socket gives up after this long instead of hanging the suite.
-inline void set_timeouts(int fd, int ms)
-{
-    timeval tv{ms / 1000, (ms % 1000) * 1000};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-inline bool send_all(int fd, const char* data, size_t size)
-{
-    while (size > 0) {
-        ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        data += n;
-        size -= static_cast<size_t>(n);
-    }
-    return true;
-}
-inline bool send_all(int fd, const std::string& data)
-{
-    return send_all(fd, data.data(), data.size());
-}
-
-// One '\n'-terminated line (without it), read a byte at a time so nothing after it is consumed.
-inline std::optional<std::string> read_line(int fd, size_t max = 4096)
-{
-    std::string line;
-    while (line.size() < max) {
-        char c;
-        ssize_t n = ::recv(fd, &c, 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return std::nullopt;
-        if (c == '\n')
-            return line;
-        line += c;
-    }
-    return std::nullopt;
-}
-
-// Reads until EOF (true) or an error (false, errno kept); at most `max` bytes are kept.
-inline bool read_to_eof(int fd, std::string& out, size_t max = 1 << 20)
-{
-    char buf[65536];
-    for (;;) {
-        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return false;
-        if (n == 0)
-            return true;
-        if (out.size() < max)
-            out.append(buf, std::min(static_cast<size_t>(n), max - out.size()));
-    }
-}
-
-// A blocking TCP connection to host (an IPv4 or IPv6 literal):port; invalid with errno on failure.
+// A blocking TCP connection to host (an IPv4 or IPv6 literal):port whose calls time out after 20 s;
+// invalid, with errno set, on failure.
 inline UniqueFd connect_tcp(const std::string& host, uint16_t port)
 {
-    sockaddr_storage addr{};
-    socklen_t len;
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(port);
-        len = sizeof *v4;
-    } else if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(port);
-        len = sizeof *v6;
-    } else {
+    const std::optional<Address> addr = ip_address(host, port);
+    if (!addr) {
         errno = EINVAL;
         return UniqueFd();
     }
-    UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd)
-        return fd;
-    set_timeouts(fd.get(), 20000);
-    while (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0)
-        if (errno != EINTR)
-            return UniqueFd();
-    return fd;
-}
-
-inline sockaddr_un unix_address(const std::string& path)
-{
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    return addr;
-}
-
-inline UniqueFd connect_unix(const std::string& path)
-{
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr = unix_address(path);
-    if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
-        return UniqueFd();
-    return fd;
-}
-
-// Raises the soft RLIMIT_NOFILE to the hard one; returns the old soft limit.
-inline rlim_t raise_nofile()
-{
-    rlimit lim{};
-    ::getrlimit(RLIMIT_NOFILE, &lim);
-    const rlim_t old = lim.rlim_cur;
-    lim.rlim_cur = lim.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &lim);
-    return old;
+    return try_connect(*addr, std::chrono::seconds(20));
 }
 
 // ---- Servers ----------------------------------------------------------------------------------
@@ -254,27 +146,16 @@ public:
     void listen_unix(const std::string& path)
     {
         ::unlink(path.c_str());
-        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        sockaddr_un addr = unix_address(path);
-        if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 ||
-            ::listen(fd.get(), 4096) < 0)
-            throw std::runtime_error("listen on " + path + ": " + std::strerror(errno));
-        start(std::move(fd));
+        start(listen_on(unix_address(path), 4096, SOCK_NONBLOCK));
     }
 
     // Listens on 127.0.0.1 on a free port, which it returns.
     uint16_t listen_tcp()
     {
-        UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof addr;
-        if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0 || ::listen(fd.get(), 4096) < 0 ||
-            ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0)
-            throw std::runtime_error(std::string("listen on 127.0.0.1: ") + std::strerror(errno));
+        UniqueFd fd = listen_on(loopback(), 4096, SOCK_NONBLOCK);
+        const uint16_t port = port_of(address_of(fd.get()));
         start(std::move(fd));
-        return ntohs(addr.sin_port);
+        return port;
     }
 
     // Closes the listener; open connections go on. A Unix socket's file stays, so connecting to
@@ -335,7 +216,7 @@ private:
                     std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 continue;
             }
-            set_timeouts(fd, 30000);
+            set_timeouts(fd, std::chrono::seconds(30));
             std::lock_guard lock(m_mutex);
             if (m_stopping) {
                 ::close(fd);
@@ -537,17 +418,8 @@ private:
 
     static bool read_hashed(int fd, StreamHash& hash)
     {
-        std::vector<char> buf(kMiB);
-        for (;;) {
-            ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return false;
-            if (n == 0)
-                return true;
-            hash.update(buf.data(), static_cast<size_t>(n));
-        }
+        const auto update = [&](const char* data, size_t len) { hash.update(data, len); };
+        return read_to_eof(fd, update, kMiB);
     }
 
     void echo(int fd)

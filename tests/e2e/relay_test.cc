@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "tests/e2e/relay_support.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
@@ -84,6 +86,17 @@ bool echo_once(const std::string& host, uint16_t port, const std::string& text)
     return read_line(fd.get()) == text;
 }
 
+// Reads a download to its EOF and prints its hash.
+int print_download(int fd)
+{
+    StreamHash got;
+    const auto hash = [&](const char* data, size_t len) { got.update(data, len); };
+    if (!read_to_eof(fd, hash, 4 * kMiB))
+        return fail("recv after " + std::to_string(got.bytes()) + " bytes");
+    std::printf("got %s\n", got.text().c_str());
+    return 0;
+}
+
 int client_download(const std::string& host, uint16_t port, uint64_t size, uint64_t seed)
 {
     UniqueFd fd = connect_tcp(host, port);
@@ -91,20 +104,7 @@ int client_download(const std::string& host, uint16_t port, uint64_t size, uint6
         return fail("connect");
     if (!send_all(fd.get(), "download " + std::to_string(size) + " " + std::to_string(seed) + "\n"))
         return fail("send");
-    StreamHash got;
-    std::vector<char> buf(4 * kMiB);
-    for (;;) {
-        ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return fail("recv after " + std::to_string(got.bytes()) + " bytes");
-        if (n == 0)
-            break;
-        got.update(buf.data(), static_cast<size_t>(n));
-    }
-    std::printf("got %s\n", got.text().c_str());
-    return 0;
+    return print_download(fd.get());
 }
 
 // Asks for a download, then reads nothing until the test says so.
@@ -117,20 +117,7 @@ int client_slow_download(const std::string& host, uint16_t port, uint64_t size, 
         return fail("send");
     if (!step("paused"))
         return fail("waiting for the test");
-    StreamHash got;
-    std::vector<char> buf(4 * kMiB);
-    for (;;) {
-        ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return fail("recv after " + std::to_string(got.bytes()) + " bytes");
-        if (n == 0)
-            break;
-        got.update(buf.data(), static_cast<size_t>(n));
-    }
-    std::printf("got %s\n", got.text().c_str());
-    return 0;
+    return print_download(fd.get());
 }
 
 int client_upload(const std::string& host, uint16_t port, uint64_t size, uint64_t seed)
@@ -818,43 +805,34 @@ TEST_F(Relay, ConnectionsCloseWhenCocoonExitsWithoutPidNamespace)
 
 class RelayBadInput : public ::testing::Test {
 protected:
-    void TearDown() override
-    {
-        EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
-    }
+    void TearDown() override { m_host.expect_unchanged(); }
 
-    // Exit 1 at once, nothing on stdout, one "cocoon: " line on stderr that names every one of
-    // `named`, and no process of the sandbox still running (the command would sleep for 10 s).
-    void expect_refused(const std::vector<std::string>& options, const std::vector<std::string>& named)
+    // Refused at once (within 5 s), and no process of the sandbox still running (the command would
+    // sleep for 10 s).
+    void expect_refused_at_once(const std::vector<std::string>& options, const std::vector<std::string>& named)
     {
-        Background cocoon(args({minimal_root(), options, {"sh", "-c", "sleep 10; :", m_marker}}), m_dir.path());
-        EXPECT_EQ(cocoon.wait(5000), 1) << cocoon.err();
-        const std::vector<pid_t> left = processes_with(m_marker);
+        const std::string& marker = m_host.marker();
+        Background cocoon(args({minimal_root(), options, {"sh", "-c", "sleep 10; :", marker}}), m_dir.path());
+        const std::optional<int> code = cocoon.wait(5000);
+        const std::vector<pid_t> left = processes_with(marker);
         EXPECT_EQ(left, std::vector<pid_t>{}) << "the sandbox runs on after cocoon exited: " << cocoon.err();
         // Clean up, so that TearDown reports only what this did not see.
         for (pid_t pid : left)
             ::kill(pid, SIGKILL);
         const auto deadline = Clock::now() + std::chrono::seconds(2);
-        while (!processes_with(m_marker).empty() && Clock::now() < deadline)
+        while (!processes_with(marker).empty() && Clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        const std::string err = cocoon.err();
-        EXPECT_EQ(cocoon.out(), "");
-        EXPECT_EQ(err.rfind("cocoon: ", 0), 0u) << err;
-        EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
-        for (const std::string& name : named)
-            EXPECT_TRUE(contains(err, name)) << "expected " << name << " in: " << err;
+        expect_refused(Result{code.value_or(-1), cocoon.out(), cocoon.err()}, named);
     }
 
     TempDir m_dir;
     const std::string m_socket = m_dir / "proxy.sock";
-    const std::string m_marker = unique_marker("cocoon-relay-bad-input");
-    const std::vector<std::string> m_mounts = mount_table();
+    const HostSnapshot m_host{"cocoon-relay-bad-input"};
 };
 
 TEST_F(RelayBadInput, MissingSocket)
 {
-    expect_refused({"--unshare-all", "--relay", "3128", m_socket}, {"--relay", m_socket});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_socket}, {"--relay", m_socket});
 }
 
 TEST_F(RelayBadInput, RelativeSocket)
@@ -863,38 +841,38 @@ TEST_F(RelayBadInput, RelativeSocket)
     Target target(m_socket);
     const std::string cwd = std::filesystem::current_path();
     std::filesystem::current_path(m_dir.path());
-    expect_refused({"--unshare-all", "--relay", "3128", "proxy.sock"}, {"--relay", "proxy.sock", "absolute"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", "proxy.sock"}, {"--relay", "proxy.sock", "absolute"});
     std::filesystem::current_path(cwd);
 }
 
 TEST_F(RelayBadInput, NotASocket)
 {
     write_file(m_dir / "file", "not a socket");
-    expect_refused({"--unshare-all", "--relay", "3128", m_dir / "file"}, {"--relay", m_dir / "file", "socket"});
-    expect_refused({"--unshare-all", "--relay", "3128", m_dir.path()}, {"--relay", m_dir.path(), "socket"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_dir / "file"}, {"--relay", m_dir / "file", "socket"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_dir.path()}, {"--relay", m_dir.path(), "socket"});
 }
 
 TEST_F(RelayBadInput, SamePortTwice)
 {
     Target target(m_socket);
     Target other(m_dir / "other.sock");
-    expect_refused({"--unshare-all", "--relay", "3128", m_socket, "--relay", "3128", other.path()},
-                   {"--relay", "3128"});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", m_socket, "--relay", "3128", other.path()},
+                           {"--relay", "3128"});
 }
 
 TEST_F(RelayBadInput, NeedsItsOwnNetwork)
 {
     Target target(m_socket);
-    expect_refused({"--unshare-pid", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
-    expect_refused({"--unshare-all", "--share-net", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
+    expect_refused_at_once({"--unshare-pid", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
+    expect_refused_at_once({"--unshare-all", "--share-net", "--relay", "3128", m_socket}, {"--relay", "--unshare-net"});
 }
 
 TEST_F(RelayBadInput, BadPort)
 {
     Target target(m_socket);
     for (const char* port : {"0", "65536", "http", "-1"})
-        expect_refused({"--unshare-all", "--relay", port, m_socket}, {"--relay", port});
-    expect_refused({"--unshare-all", "--proxy-env", "0"}, {"--proxy-env"});
+        expect_refused_at_once({"--unshare-all", "--relay", port, m_socket}, {"--relay", port});
+    expect_refused_at_once({"--unshare-all", "--proxy-env", "0"}, {"--proxy-env"});
 }
 
 TEST_F(RelayBadInput, SocketPathTooLong)
@@ -908,7 +886,7 @@ TEST_F(RelayBadInput, SocketPathTooLong)
     const std::string long_path = deep + "/proxy.sock";
     ASSERT_GT(long_path.size(), sizeof(sockaddr_un::sun_path));
     ASSERT_TRUE(exists(long_path));
-    expect_refused({"--unshare-all", "--relay", "3128", long_path}, {"relay", long_path});
+    expect_refused_at_once({"--unshare-all", "--relay", "3128", long_path}, {"relay", long_path});
 }
 
 }  // namespace

@@ -18,22 +18,11 @@
 #include <vector>
 
 #include "tests/e2e/e2e.h"
+#include "tests/support/bwrap.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
-
-constexpr const char* kBwrap = "/usr/bin/bwrap";
-
-// Why bwrap cannot be compared here, or "" if it can.
-std::string bwrap_unusable()
-{
-    if (::access(kBwrap, X_OK) != 0)
-        return std::string(kBwrap) + " is not installed (tools/test installs bubblewrap)";
-    Result r = run(args({{kBwrap, "--unshare-user"}, minimal_root(), {"true"}}));
-    if (r.code != 0)
-        return "bwrap cannot make a sandbox for this user here: " + r.err;
-    return "";
-}
 
 // program minimal_root() options command: cocoon or bwrap, same arguments.
 Result sandbox_with(const std::string& program, const std::vector<std::string>& options,
@@ -108,7 +97,7 @@ TEST(DisableUserns, KeepsTheIdsAndTakesAwayCapabilities)
     EXPECT_EQ(r.out, "5\n6\n 5 5 1\n 6 6 1\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
                      "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n");
 
-    if (std::string why = bwrap_unusable(); !why.empty())
+    if (std::string why = bwrap_unusable({"--unshare-user"}); !why.empty())
         GTEST_SKIP() << "differential part skipped: " << why;
     Result b = sandbox_with(kBwrap, args({options, {"--cap-drop", "ALL"}}), sh(script));
     EXPECT_EQ(b.code, 0) << b.err;
@@ -117,7 +106,7 @@ TEST(DisableUserns, KeepsTheIdsAndTakesAwayCapabilities)
 
 TEST(DisableUserns, SameOutcomeAsBwrap)
 {
-    if (std::string why = bwrap_unusable(); !why.empty())
+    if (std::string why = bwrap_unusable({"--unshare-user"}); !why.empty())
         GTEST_SKIP() << why;
     for (bool disable : {true, false}) {
         SCOPED_TRACE(disable ? "--disable-userns" : "control");
@@ -181,7 +170,7 @@ TEST(AssertUsernsDisabled, OnlyLooks)
 
 TEST(AssertUsernsDisabled, SameOutcomeAsBwrap)
 {
-    if (std::string why = bwrap_unusable(); !why.empty())
+    if (std::string why = bwrap_unusable({"--unshare-user"}); !why.empty())
         GTEST_SKIP() << why;
     for (auto options : {std::vector<std::string>{"--unshare-user", "--assert-userns-disabled"},
                          {"--unshare-user", "--disable-userns", "--assert-userns-disabled"}}) {
@@ -196,34 +185,20 @@ TEST(AssertUsernsDisabled, SameOutcomeAsBwrap)
 
 // --- refused command lines: one line, exit 1, nothing left on the host ---
 
-std::set<std::string> listing(const std::string& dir)
-{
-    std::set<std::string> names;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
-        names.insert(entry.path().string());
-    return names;
-}
-
 class Refused : public ::testing::Test {
 protected:
-    void TearDown() override
-    {
-        EXPECT_EQ(mount_table(), m_mounts) << "the host's mount table changed";
-        EXPECT_EQ(processes_with(m_marker), std::vector<pid_t>{}) << "a process outlived cocoon";
-        EXPECT_EQ(listing(m_dir.path()), m_files) << "files appeared on the host";
-    }
+    void TearDown() override { m_host.expect_unchanged(); }
 
     // Runs cocoon and bwrap with the same arguments (a command that would
     // leave a file behind); both must refuse with `message`.
-    void expect_refused(const std::vector<std::string>& options, const std::string& message)
+    void expect_both_refuse(const std::vector<std::string>& options, const std::string& message)
     {
-        const std::vector<std::string> command{"sh", "-c", "touch /out/ran", m_marker};
+        const std::vector<std::string> command{"sh", "-c", "touch /out/ran", m_host.marker()};
         const std::vector<std::string> all = args({{"--bind", m_dir.path(), "/out"}, options});
         Result r = sandbox_with(cocoon_bin(), all, command);
-        EXPECT_EQ(r.code, 1);
-        EXPECT_EQ(r.out, "");
+        expect_refused(r, {message});
         EXPECT_EQ(r.err, "cocoon: " + message + "\n");
-        if (std::string why = bwrap_unusable(); !why.empty()) {
+        if (std::string why = bwrap_unusable({"--unshare-user"}); !why.empty()) {
             std::printf("differential part skipped: %s\n", why.c_str());
             return;
         }
@@ -235,37 +210,35 @@ protected:
     }
 
     TempDir m_dir;
-    const std::string m_marker = unique_marker("cocoon-userns-refused");
-    const std::vector<std::string> m_mounts = mount_table();
-    const std::set<std::string> m_files = listing(m_dir.path());
+    const HostSnapshot m_host{"cocoon-userns-refused", m_dir.path()};
 };
 
 TEST_F(Refused, DisableUsernsWithoutUnshareUser)
 {
-    expect_refused({"--disable-userns"}, "--disable-userns requires --unshare-user");
-    expect_refused({"--unshare-all", "--disable-userns"}, "--disable-userns requires --unshare-user");
-    expect_refused({"--unshare-user-try", "--disable-userns"}, "--disable-userns requires --unshare-user");
+    expect_both_refuse({"--disable-userns"}, "--disable-userns requires --unshare-user");
+    expect_both_refuse({"--unshare-all", "--disable-userns"}, "--disable-userns requires --unshare-user");
+    expect_both_refuse({"--unshare-user-try", "--disable-userns"}, "--disable-userns requires --unshare-user");
 }
 
 TEST_F(Refused, DisableUsernsWithUsernsBlockFd)
 {
-    expect_refused({"--unshare-user", "--disable-userns", "--info-fd", "1", "--userns-block-fd", "0"},
-                   "--disable-userns is not compatible with  --userns-block-fd");
+    expect_both_refuse({"--unshare-user", "--disable-userns", "--info-fd", "1", "--userns-block-fd", "0"},
+                       "--disable-userns is not compatible with  --userns-block-fd");
 }
 
 TEST_F(Refused, SelinuxLabels)
 {
-    expect_refused({"--exec-label", "system_u:system_r:container_t:s0"},
-                   "labeling not supported on this system (--exec-label)");
-    expect_refused({"--file-label", "system_u:object_r:container_file_t:s0"},
-                   "labeling not supported on this system (--file-label)");
+    expect_both_refuse({"--exec-label", "system_u:system_r:container_t:s0"},
+                       "labeling not supported on this system (--exec-label)");
+    expect_both_refuse({"--file-label", "system_u:object_r:container_file_t:s0"},
+                       "labeling not supported on this system (--file-label)");
 }
 
 TEST_F(Refused, AssertUsernsDisabledWhereTheyAreNot)
 {
     // Refused inside the sandbox, before the command: it must not have run.
-    expect_refused({"--unshare-user", "--assert-userns-disabled"}, kNotDisabled);
-    expect_refused({"--unshare-user", "--unshare-pid", "--assert-userns-disabled"}, kNotDisabled);
+    expect_both_refuse({"--unshare-user", "--assert-userns-disabled"}, kNotDisabled);
+    expect_both_refuse({"--unshare-user", "--unshare-pid", "--assert-userns-disabled"}, kNotDisabled);
 }
 
 // --- /dev/console ---
@@ -356,7 +329,7 @@ TEST(Console, AbsentWithoutATerminalOnStdout)
 
 TEST(Console, SameAsBwrap)
 {
-    if (std::string why = bwrap_unusable(); !why.empty())
+    if (std::string why = bwrap_unusable({"--unshare-user"}); !why.empty())
         GTEST_SKIP() << why;
     Pty pty;
     for (const std::string& redirect : {">" + pty.name(), "<" + pty.name(), std::string()}) {

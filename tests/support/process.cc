@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +142,18 @@ std::vector<std::string> mount_table()
     return lines;
 }
 
+std::map<std::string, std::string> files_under(const std::string& dir)
+{
+    std::map<std::string, std::string> files;
+    // skip: overlayfs makes WORKDIR/work with mode 0, which only root reads.
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             dir, std::filesystem::directory_options::skip_permission_denied)) {
+        const std::string path = entry.path().string();
+        files[path] = entry.is_directory() ? "/" : entry.is_regular_file() ? read_file(path) : "(special)";
+    }
+    return files;
+}
+
 std::vector<pid_t> processes_with(const std::string& marker)
 {
     std::vector<pid_t> found;
@@ -163,6 +177,13 @@ std::vector<std::string> minimal_root()
 bool is_root()
 {
     return getuid() == 0;
+}
+
+std::string unique_marker(const std::string& prefix)
+{
+    static std::atomic<unsigned> counter{0};
+    return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr)) + "-" +
+           std::to_string(counter++);
 }
 
 }  // namespace cocoon::test

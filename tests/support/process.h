@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ bool exists(const std::string& path);
 
 // Lines of /proc/self/mountinfo (host side), to check that nothing leaked.
 std::vector<std::string> mount_table();
+// Every file under dir with its contents (directories as "/", anything else as "(special)"), so
+// that any change a sandbox makes there shows. Directories the caller cannot read are passed over.
+std::map<std::string, std::string> files_under(const std::string& dir);
 // PIDs of this process's live children and descendants' stragglers that
 // still carry `marker` in their command line.
 std::vector<pid_t> processes_with(const std::string& marker);
@@ -54,5 +58,8 @@ std::vector<pid_t> processes_with(const std::string& marker);
 std::vector<std::string> minimal_root();
 
 bool is_root();
+
+// A string no other test run uses, for file names and process markers.
+std::string unique_marker(const std::string& prefix);
 
 }  // namespace cocoon::test

@@ -2,12 +2,9 @@
 // byte out of place, fd and memory counters. Used by tests/unit/relay_test.cc, in its process.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +27,7 @@
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
 #include "relay/relay.h"
+#include "tests/support/socket.h"
 
 namespace cocoon::relay_test {
 
@@ -40,84 +38,16 @@ inline constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 
 // ---- Sockets -------------------------------------------------------------------------------
 
-// Every blocking call of a test gives up after this long instead of hanging the suite.
-inline void set_timeouts(int fd, std::chrono::milliseconds timeout = 10s)
-{
-    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-struct Address {
-    sockaddr_storage storage{};
-    socklen_t len = 0;
-    const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
-};
-
-inline UniqueFd tcp_listener(int family = AF_INET)
-{
-    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd)
-        throw SysError(errno, "socket");
-    Address addr;
-    if (family == AF_INET6) {
-        auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr.storage);
-        in6->sin6_family = AF_INET6;
-        in6->sin6_addr = in6addr_loopback;
-        addr.len = sizeof *in6;
-    } else {
-        auto* in4 = reinterpret_cast<sockaddr_in*>(&addr.storage);
-        in4->sin_family = AF_INET;
-        in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        addr.len = sizeof *in4;
-    }
-    check(::bind(fd.get(), addr.get(), addr.len), "bind");
-    check(::listen(fd.get(), 4096), "listen");
-    return fd;
-}
-
-inline Address address_of(int fd)
-{
-    Address addr;
-    addr.len = sizeof addr.storage;
-    check(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr.storage), &addr.len), "getsockname");
-    return addr;
-}
-
-inline int port_of(const Address& addr)
-{
-    return addr.storage.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_port)
-                                              : ntohs(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_port);
-}
-
-inline UniqueFd connect_to(const Address& addr)
-{
-    UniqueFd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd)
-        throw SysError(errno, "socket");
-    check(::connect(fd.get(), addr.get(), addr.len), "connect");
-    set_timeouts(fd.get());
-    return fd;
-}
-
-inline sockaddr_un unix_address(const std::string& path, socklen_t& len)
-{
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
-    return addr;
-}
-
-inline UniqueFd unix_listener(const std::string& path, int backlog = 4096, int flags = 0)
-{
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0));
-    socklen_t len;
-    sockaddr_un addr = unix_address(path, len);
-    check(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), "bind(unix)");
-    check(::listen(fd.get(), backlog), "listen(unix)");
-    return fd;
-}
+using test::Address;
+using test::address_of;
+using test::connect_to;
+using test::listen_on;
+using test::loopback;
+using test::port_of;
+using test::recv_exact;
+using test::send_all;
+using test::set_timeouts;
+using test::unix_address;
 
 // The next connection on a listener, blocking, or an invalid fd after `timeout`.
 inline UniqueFd accept_one(int listener, std::chrono::milliseconds timeout = 5s)
@@ -127,52 +57,14 @@ inline UniqueFd accept_one(int listener, std::chrono::milliseconds timeout = 5s)
         return UniqueFd();
     UniqueFd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     if (fd)
-        set_timeouts(fd.get());
+        set_timeouts(fd.get(), 10s);
     return fd;
-}
-
-inline bool send_all(int fd, const void* data, size_t len)
-{
-    const char* p = static_cast<const char*>(data);
-    while (len > 0) {
-        ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            // Non-blocking sockets (the echo server's): wait for room, 5 s at most.
-            pollfd pfd{fd, POLLOUT, 0};
-            if (::poll(&pfd, 1, 5000) != 1)
-                return false;
-            continue;
-        }
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= static_cast<size_t>(n);
-    }
-    return true;
-}
-
-// Reads exactly len bytes unless EOF or an error comes first; returns what it read.
-inline size_t recv_exact(int fd, void* data, size_t len)
-{
-    char* p = static_cast<char*>(data);
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = ::recv(fd, p + got, len - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += static_cast<size_t>(n);
-    }
-    return got;
 }
 
 // Sends `message` and expects it back unchanged.
 inline bool echoes(int fd, const std::string& message)
 {
-    if (!send_all(fd, message.data(), message.size()))
+    if (!send_all(fd, message))
         return false;
     std::string back(message.size(), '\0');
     return recv_exact(fd, back.data(), back.size()) == back.size() && back == message;
@@ -195,9 +87,8 @@ inline void expect_closed_within(int fd, std::chrono::milliseconds limit)
 // before connect() has returned; then connect itself fails with ECONNRESET, the same prompt close.
 inline void expect_refused_promptly(const Address& addr, std::chrono::milliseconds limit = 1s)
 {
-    UniqueFd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    ASSERT_TRUE(fd) << std::strerror(errno);
-    if (::connect(fd.get(), addr.get(), addr.len) < 0) {
+    UniqueFd fd = test::try_connect(addr);
+    if (!fd) {
         EXPECT_EQ(errno, ECONNRESET) << "connect: " << std::strerror(errno);
         return;
     }
@@ -381,7 +272,8 @@ inline Received receive_pattern(int fd, uint64_t start, Clock::time_point slow_u
 class EchoServer {
 public:
     explicit EchoServer(const std::string& path, int backlog = 4096)
-        : m_listener(unix_listener(path, backlog, SOCK_NONBLOCK)), m_thread([this](std::stop_token stop) { run(stop); })
+        : m_listener(listen_on(unix_address(path), backlog, SOCK_NONBLOCK)),
+          m_thread([this](std::stop_token stop) { run(stop); })
     {
     }
     ~EchoServer() { stop(); }

@@ -42,7 +42,7 @@ protected:
     // A relay from a new 127.0.0.1 (or ::1) listener to proxy.sock in a temp dir.
     Address listen(relay::Relay& relay, int family = AF_INET)
     {
-        UniqueFd listener = tcp_listener(family);
+        UniqueFd listener = listen_on(loopback(family));
         Address addr = address_of(listener.get());
         relay.add_listener(std::move(listener), socket_path());
         return addr;
@@ -61,7 +61,7 @@ private:
 TEST_F(RelayTest, CarriesEveryByteBothWaysAtOnce)
 {
     constexpr uint64_t kBytes = 256 * kMiB;
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -99,7 +99,7 @@ TEST_F(RelayTest, CarriesEveryByteBothWaysAtOnce)
 TEST_F(RelayTest, HalfCloseFromClientStillCarriesTheReply)
 {
     constexpr uint64_t kRequest = uint64_t{100} * 1024, kReply = 8 * kMiB;
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -130,7 +130,7 @@ TEST_F(RelayTest, HalfCloseFromClientStillCarriesTheReply)
 TEST_F(RelayTest, HalfCloseFromProxyStillCarriesTheRequest)
 {
     constexpr uint64_t kRequest = 8 * kMiB;
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -156,7 +156,7 @@ TEST_F(RelayTest, HalfCloseFromProxyStillCarriesTheRequest)
 
 TEST_F(RelayTest, ResetByProxyResetsTheClient)
 {
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -181,7 +181,7 @@ TEST_F(RelayTest, ResetByProxyResetsTheClient)
 
 TEST_F(RelayTest, ResetByClientClosesTheProxySide)
 {
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -206,7 +206,7 @@ TEST_F(RelayTest, ResetByClientClosesTheProxySide)
 
 TEST_F(RelayTest, WritingToAGonePeerResetsWithoutASignal)
 {
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -277,7 +277,7 @@ void check_backpressure(int writer, int reader)
 
 TEST_F(RelayTest, SlowClientDoesNotMakeTheRelayBuffer)
 {
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -289,7 +289,7 @@ TEST_F(RelayTest, SlowClientDoesNotMakeTheRelayBuffer)
 
 TEST_F(RelayTest, SlowProxyDoesNotMakeTheRelayBuffer)
 {
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay;
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -317,7 +317,7 @@ relay::RelayOptions tiny_budget()
 // another connection's bytes in the same direction wait for it, and come once the reader reads.
 void RelayTest::check_cap(bool upload)
 {
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay(tiny_budget());
     Address addr = listen(relay);
     RelayRunner runner(relay);
@@ -371,7 +371,7 @@ TEST_F(RelayTest, ManyTransfersShareOneBufferAndOnePipe)
 {
     constexpr size_t kConnections = 8;
     constexpr uint64_t kBytes = 8 * kMiB;
-    UniqueFd proxy = unix_listener(socket_path());
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
     relay::Relay relay(tiny_budget());
     Address addr = listen(relay);
     std::vector<UniqueFd> clients, servers;
@@ -464,9 +464,8 @@ TEST_F(RelayTest, ProxyDownClosesOnlyThatClientAndRecovers)
         // A socket file nobody listens on.
         {
             UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-            socklen_t len;
-            sockaddr_un sun = unix_address(socket_path(), len);
-            ASSERT_EQ(::bind(stale.get(), reinterpret_cast<sockaddr*>(&sun), len), 0);
+            const Address sun = unix_address(socket_path());
+            ASSERT_EQ(::bind(stale.get(), sun.get(), sun.len), 0);
         }
         expect_refused_promptly(addr);
         EXPECT_EQ(relay.connection_count(), 0u);
@@ -517,7 +516,7 @@ TEST_F(RelayTest, FullProxyBacklogClosesOnlyTheExtraClient)
     relay::Relay relay(options);
     Address addr = listen(relay);
     // Backlog 0 takes one connection that nobody accepts; the next connect is EAGAIN.
-    UniqueFd proxy = unix_listener(socket_path(), 0);
+    UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
     RelayRunner runner(relay);
 
     UniqueFd first = connect_to(addr);
@@ -581,10 +580,8 @@ TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
 TEST_F(RelayTest, ServesIpv6Loopback)
 {
     UniqueFd probe(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in6 loop{};
-    loop.sin6_family = AF_INET6;
-    loop.sin6_addr = in6addr_loopback;
-    if (!probe || ::bind(probe.get(), reinterpret_cast<sockaddr*>(&loop), sizeof loop) < 0)
+    const Address loop = loopback(AF_INET6);
+    if (!probe || ::bind(probe.get(), loop.get(), loop.len) < 0)
         GTEST_SKIP() << "no ::1 here";
     probe.reset();
     EchoServer server(socket_path());
@@ -707,10 +704,10 @@ TEST_F(RelayTest, RejectsWhatIsNotAListeningTcpSocket)
     EXPECT_THROW(relay.add_listener(std::move(udp), socket_path()), UsageError);
     UniqueFd unconnected(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     EXPECT_THROW(relay.add_listener(std::move(unconnected), socket_path()), UsageError);
-    EXPECT_THROW(relay.add_listener(unix_listener(m_dir / "other.sock"), socket_path()), UsageError);
+    EXPECT_THROW(relay.add_listener(listen_on(unix_address(m_dir / "other.sock")), socket_path()), UsageError);
     UniqueFd not_socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     EXPECT_THROW(relay.add_listener(std::move(not_socket), socket_path()), SysError);
-    EXPECT_THROW(relay.add_listener(tcp_listener(), std::string(200, 'x')), UsageError);
-    EXPECT_THROW(relay.add_listener(tcp_listener(), ""), UsageError);
-    EXPECT_NO_THROW(relay.add_listener(tcp_listener(), socket_path()));
+    EXPECT_THROW(relay.add_listener(listen_on(loopback()), std::string(200, 'x')), UsageError);
+    EXPECT_THROW(relay.add_listener(listen_on(loopback()), ""), UsageError);
+    EXPECT_NO_THROW(relay.add_listener(listen_on(loopback()), socket_path()));
 }

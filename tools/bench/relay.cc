@@ -9,7 +9,6 @@
 // Processes: this one (the clients), the stand-in proxy (an epoll server on a Unix socket), the
 // relay (relay::Relay in a child of its own, so its RSS is its alone), socat (exec'd, a process
 // per connection). Every loop is bounded by a count or a deadline.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,7 +18,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,8 +43,10 @@
 
 #include "base/unique_fd.h"
 #include "relay/relay.h"
+#include "tests/support/socket.h"
 
 using cocoon::UniqueFd;
+using namespace cocoon::test;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -141,68 +141,6 @@ Options parse(int argc, char** argv)
     return o;
 }
 
-// Raises RLIMIT_NOFILE to at least `want` (the hard limit too, where privilege allows).
-// Returns the soft limit now in force.
-rlim_t raise_nofile(rlim_t want)
-{
-    rlimit lim{};
-    ::getrlimit(RLIMIT_NOFILE, &lim);
-    if (lim.rlim_cur >= want)
-        return lim.rlim_cur;
-    rlimit more{want, std::max(want, lim.rlim_max)};
-    if (::setrlimit(RLIMIT_NOFILE, &more) == 0)
-        return want;
-    more = {lim.rlim_max, lim.rlim_max};
-    ::setrlimit(RLIMIT_NOFILE, &more);
-    ::getrlimit(RLIMIT_NOFILE, &lim);
-    return lim.rlim_cur;
-}
-
-void set_timeouts(int fd)
-{
-    timeval tv{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-bool send_all(int fd, const char* p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= static_cast<size_t>(n);
-    }
-    return true;
-}
-
-bool recv_exact(int fd, char* p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = ::recv(fd, p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= static_cast<size_t>(n);
-    }
-    return true;
-}
-
-sockaddr_un unix_address(const std::string& path)
-{
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path)
-        die("socket path too long: " + path);
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    return addr;
-}
-
 // Forks a child that runs `body` and exits; it dies with this process.
 pid_t spawn(const std::function<void()>& body)
 {
@@ -211,7 +149,11 @@ pid_t spawn(const std::function<void()>& body)
         die_errno("fork");
     if (pid == 0) {
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        body();
+        try {
+            body();
+        } catch (const std::exception& e) {
+            die(e.what());
+        }
         std::fflush(nullptr);
         ::_exit(0);
     }
@@ -247,14 +189,9 @@ struct ProxyConnection {
 class Proxy {
 public:
     // `tcp`: a listening TCP socket served alike, the floor of any TCP relay.
-    Proxy(const std::string& path, UniqueFd tcp) : m_tcp(std::move(tcp))
+    Proxy(const std::string& path, UniqueFd tcp)
+        : m_listener(listen_on(unix_address(path), 4096, SOCK_NONBLOCK)), m_tcp(std::move(tcp))
     {
-        m_listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        sockaddr_un addr = unix_address(path);
-        if (::bind(m_listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
-            die_errno("bind(" + path + ")");
-        if (::listen(m_listener.get(), 4096) < 0)
-            die_errno("listen");
     }
 
     void serve()
@@ -351,7 +288,7 @@ private:
                 return errno == EAGAIN || errno == EINTR;
             if (n == 0) {
                 if (c.mode == 'S') {
-                    send_all(c.fd.get(), reinterpret_cast<const char*>(&c.count), sizeof c.count);
+                    send_all(c.fd.get(), &c.count, sizeof c.count);
                 }
                 return false;
             }
@@ -455,25 +392,15 @@ size_t fd_count(pid_t pid)
 
 struct Target {
     std::string label;
-    std::optional<sockaddr_in> tcp;  // else the Unix path
-    std::string path;
+    Address addr;  // 127.0.0.1:port or the Unix socket
 
     UniqueFd connect() const
     {
-        UniqueFd fd;
-        if (tcp) {
-            fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-            if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*tcp), sizeof *tcp) < 0)
-                return UniqueFd();
+        UniqueFd fd = try_connect(addr, 10s);
+        if (fd && addr.family() == AF_INET) {
             int one = 1;
             ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        } else {
-            fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-            sockaddr_un addr = unix_address(path);
-            if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) < 0)
-                return UniqueFd();
         }
-        set_timeouts(fd.get());
         return fd;
     }
 };
@@ -500,7 +427,7 @@ std::optional<double> upload(const Target& t, size_t bytes)
     }
     ::shutdown(fd.get(), SHUT_WR);
     uint64_t confirmed = 0;
-    if (!recv_exact(fd.get(), reinterpret_cast<char*>(&confirmed), sizeof confirmed) || confirmed != bytes)
+    if (recv_exact(fd.get(), &confirmed, sizeof confirmed) != sizeof confirmed || confirmed != bytes)
         return std::nullopt;
     return seconds_since(start);
 }
@@ -541,7 +468,7 @@ bool round_trips(const Target& t, int warmup, int count, std::vector<double>& sa
     out[0] = 'E';
     for (int i = 0; i < warmup + count; ++i) {
         const auto start = Clock::now();
-        if (!send_all(fd.get(), out, sizeof out) || !recv_exact(fd.get(), in, sizeof in))
+        if (!send_all(fd.get(), out, sizeof out) || recv_exact(fd.get(), in, sizeof in) != sizeof in)
             return false;
         if (i >= warmup)
             samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
@@ -571,7 +498,7 @@ Rate connection_rate(const Target& t, int clients, double seconds)
                 out[0] = 'Q';
                 for (int i = 0; i < 10'000'000 && Clock::now() < deadline; ++i) {
                     UniqueFd fd = t.connect();
-                    if (fd && send_all(fd.get(), out, sizeof out) && recv_exact(fd.get(), in, sizeof in))
+                    if (fd && send_all(fd.get(), out, sizeof out) && recv_exact(fd.get(), in, sizeof in) == sizeof in)
                         ++done;
                     else
                         ++failed;
@@ -600,7 +527,7 @@ IdleResult idle_connections(const Target& t, int count, pid_t relay)
     for (int i = 0; i < count; ++i) {
         UniqueFd fd = t.connect();
         char byte = 'E';
-        if (!fd || !send_all(fd.get(), &byte, 1) || !recv_exact(fd.get(), &byte, 1))
+        if (!fd || !send_all(fd.get(), &byte, 1) || recv_exact(fd.get(), &byte, 1) != 1)
             break;
         open.push_back(std::move(fd));
     }
@@ -713,17 +640,15 @@ void row(const char* name, double relay, double socat, double direct, double tcp
 }
 
 // A listening socket on 127.0.0.1 and a free port; its address lands in `addr`.
-UniqueFd tcp_listen(sockaddr_in& addr)
+UniqueFd tcp_listen(Address& addr)
 {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    addr = {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) < 0 || ::listen(fd.get(), 4096) < 0 ||
-        ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0)
-        die_errno("listen(127.0.0.1)");
-    return fd;
+    try {
+        UniqueFd fd = listen_on(loopback());
+        addr = address_of(fd.get());
+        return fd;
+    } catch (const std::exception& e) {
+        die(std::string("listen(127.0.0.1): ") + e.what());
+    }
 }
 
 }  // namespace
@@ -753,7 +678,7 @@ int main(int argc, char** argv)
     const std::string path = dir + "/proxy.sock";
 
     // Listeners are made here so their ports are known; the children take them.
-    sockaddr_in proxy_addr{}, relay_addr{}, socat_addr{};
+    Address proxy_addr, relay_addr, socat_addr;
     UniqueFd proxy_tcp = tcp_listen(proxy_addr);
     pid_t proxy = spawn([&] {
         Proxy server(path, std::move(proxy_tcp));
@@ -772,7 +697,7 @@ int main(int argc, char** argv)
         // A free port: bound to 0, read, let go; socat binds it again with reuseaddr.
         tcp_listen(socat_addr);
         const std::string listen_arg =
-            "TCP-LISTEN:" + std::to_string(ntohs(socat_addr.sin_port)) + ",bind=127.0.0.1,fork,reuseaddr";
+            "TCP-LISTEN:" + std::to_string(port_of(socat_addr)) + ",bind=127.0.0.1,fork,reuseaddr";
         const std::string connect_arg = "UNIX-CONNECT:" + path;
         socat = spawn([&] {
             ::execlp(o.socat.c_str(), o.socat.c_str(), listen_arg.c_str(), connect_arg.c_str(), nullptr);
@@ -785,10 +710,10 @@ int main(int argc, char** argv)
     // children started: they keep the default.
     ::signal(SIGPIPE, SIG_IGN);
 
-    const Target direct{"direct", std::nullopt, path};
-    const Target tcp{"tcp", proxy_addr, ""};
-    const Target through_relay{"relay", relay_addr, ""};
-    const Target through_socat{"socat", socat_addr, ""};
+    const Target direct{"direct", unix_address(path)};
+    const Target tcp{"tcp", proxy_addr};
+    const Target through_relay{"relay", relay_addr};
+    const Target through_socat{"socat", socat_addr};
     std::vector<const Target*> targets{&direct, &tcp, &through_relay};
     if (o.with_socat)
         targets.push_back(&through_socat);
@@ -798,7 +723,7 @@ int main(int argc, char** argv)
         for (int i = 0; i < 500 && !up; ++i) {
             UniqueFd fd = t->connect();
             char c = 'E';
-            up = fd && send_all(fd.get(), &c, 1) && recv_exact(fd.get(), &c, 1);
+            up = fd && send_all(fd.get(), &c, 1) && recv_exact(fd.get(), &c, 1) == 1;
             if (!up)
                 std::this_thread::sleep_for(10ms);
         }
