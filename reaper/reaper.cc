@@ -40,7 +40,7 @@ sigset_t signals_to_block(bool forward)
 int run(pid_t command, bool forward)
 {
     sigset_t set = signals_to_block(forward);
-    UniqueFd sfd(check(::signalfd(-1, &set, SFD_CLOEXEC), "signalfd"));
+    UniqueFd sfd(static_cast<int>(check(::signalfd(-1, &set, SFD_CLOEXEC), "signalfd")));
     for (;;) {
         // Reap everything that has exited: the command, and orphans that the
         // kernel reparented to us.

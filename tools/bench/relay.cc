@@ -491,6 +491,7 @@ Rate connection_rate(const Target& t, int clients, double seconds)
     const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     {
         std::vector<std::jthread> threads;
+        threads.reserve(static_cast<size_t>(clients));
         for (int c = 0; c < clients; ++c)
             threads.emplace_back([&] {
                 char out[kMessage], in[kMessage];
@@ -607,10 +608,13 @@ struct Measured {
     Rate rate;
     double up_cpu_ms = 0, down_cpu_ms = 0;  // the relay process's CPU time during the streams
 
-    double up() const { return streams_failed || !up_seconds ? 0 : static_cast<double>(up_bytes) / kMiB / up_seconds; }
+    double up() const
+    {
+        return streams_failed || up_seconds == 0 ? 0 : static_cast<double>(up_bytes) / kMiB / up_seconds;
+    }
     double down() const
     {
-        return streams_failed || !down_seconds ? 0 : static_cast<double>(down_bytes) / kMiB / down_seconds;
+        return streams_failed || down_seconds == 0 ? 0 : static_cast<double>(down_bytes) / kMiB / down_seconds;
     }
     double rtt_percentile(double p, bool one_cpu = false) const
     {
