@@ -113,7 +113,10 @@ struct LaunchContext {
     bool terminal_foreground = false;  // cocoon's group owned the terminal: the command gets it
     sigset_t caller_mask{};  // the signal mask the command gets back
     CpuPin pin;
+    UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
 };
+
+constexpr const char* kPid1Mode = "--internal-pid1";
 
 // Security: never leave a sandbox running unsupervised. SIGKILL, then wait.
 void kill_and_reap(int pidfd)
@@ -307,25 +310,66 @@ void die_with_monitor(int sock)
         ::_exit(1);
 }
 
+// PID 1's last act before it reaps, in this image or a fresh one: it tells
+// the command (held at the start of PID 2) that it may go on.
+void release_command(int go)
+{
+    if (go >= 0 && ::write(go, "1", 1) != 1)
+        ::_exit(1);  // PID 2 then sees EOF and gives up too
+}
+
+// Reaps until the command exits; reports its status to the monitor, exits.
+[[noreturn]] void reap(pid_t command, bool forward, int sock)
+{
+    int status = reaper::run(command, forward);
+    send_message(sock, StatusMsg{status});
+    // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
+    ::_exit(reaper::exit_code(status));
+}
+
 // PID 1 after the fork: no privilege, not ptraceable, reaping until the
-// command exits; reports the command's status to the monitor, then exits.
-[[noreturn]] void be_reaper(const LaunchPlan& plan, const LaunchContext& ctx, pid_t command, int sock)
+// command exits. go: with plan.reexec_pid1, the pipe that releases the
+// command, written once PID 1 runs as a fresh image (see below).
+[[noreturn]] void be_reaper(const LaunchPlan& plan, const LaunchContext& ctx, pid_t command, int sock, UniqueFd go)
 {
     // Security: the command runs as the same uid; without this it could
     // ptrace PID 1 and use the setup channel or PID 1's bounding set. This
     // holds even against a command given --cap-add ALL: a non-dumpable
-    // process may be ptraced (or its memory read through /proc) only with
-    // CAP_SYS_PTRACE in the user namespace that owns its mm, and PID 1's mm
-    // belongs to the namespace the sandbox was made from (the caller's, or
-    // the one --userns names), over which the command holds nothing.
+    // process may be ptraced (or its memory read, its /proc/PID/ns opened)
+    // only with CAP_SYS_PTRACE in the user namespace that owns its mm. A
+    // forked mm stays in the namespace the sandbox was made from (the
+    // caller's, or the one --userns names), over which the command holds
+    // nothing.
     check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
     apply_caps(0, false);
     set_no_new_privs();
     ctx.pin.restore();
-    int status = reaper::run(command, plan.process.forward_signals);
-    send_message(sock, StatusMsg{status});
-    // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
-    ::_exit(reaper::exit_code(status));
+    if (plan.reexec_pid1) {
+        // --info-fd/--json-status-fd with a new user namespace: the caller
+        // must be able to open /proc/PID/ns of the child-pid it is told (to
+        // join the sandbox, as with bwrap), and the kernel lets it only if
+        // PID 1's mm belongs to a user namespace the caller owns. An exec
+        // makes a new mm in the current one, the sandbox's. Security: the
+        // command holds no CAP_SYS_PTRACE there (make_launch_plan asks for
+        // that), so it still cannot reach PID 1; and it waits on `go` until
+        // the new image has made itself non-dumpable again.
+        for (int fd : {sock, go.get()})
+            check(::fcntl(fd, F_SETFD, 0), "fcntl(F_SETFD)");
+        const std::string args[] = {"cocoon",
+                                    kPid1Mode,
+                                    std::to_string(command),
+                                    plan.process.forward_signals ? "1" : "0",
+                                    std::to_string(sock),
+                                    std::to_string(go.get())};
+        std::vector<char*> argv;
+        for (const std::string& arg : args)
+            argv.push_back(const_cast<char*>(arg.c_str()));
+        argv.push_back(nullptr);
+        char* envp[] = {nullptr};
+        ::syscall(SYS_execveat, ctx.exe.get(), "", argv.data(), envp, AT_EMPTY_PATH);
+        throw SysError(errno, "Can't run PID 1 as a fresh image (execveat)");
+    }
+    reap(command, plan.process.forward_signals, sock);
 }
 
 // The sandbox's first process. Never returns: it execs the command, becomes
@@ -394,8 +438,22 @@ void die_with_monitor(int sock)
             sigset_t block = reaper::signals_to_block(plan.process.forward_signals);
             check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
             pid_t holder = ::getpid();
+            // plan.reexec_pid1: the command waits until PID 1 runs as a fresh
+            // image and is non-dumpable again (be_reaper).
+            UniqueFd go_read, go_write;
+            if (plan.reexec_pid1) {
+                int go[2];
+                check(::pipe2(go, O_CLOEXEC), "pipe2");
+                go_read.reset(go[0]);
+                go_write.reset(go[1]);
+            }
             pid_t command = static_cast<pid_t>(check(::fork(), "fork"));
             if (command == 0) {
+                go_write.reset();
+                char byte;
+                if (go_read && ::read(go_read.get(), &byte, 1) != 1)
+                    ::_exit(1);  // PID 1 failed and reported why
+                go_read.reset();
                 // Without a PID namespace the kernel does not end the command
                 // with this process; --die-with-parent still must.
                 if (!(plan.clone_flags & CLONE_NEWPID) &&
@@ -411,11 +469,12 @@ void die_with_monitor(int sock)
             // caller let slip through must not live on in a process that may
             // outlive cocoon.
             proc_dir.reset();
-            std::vector<int> keep{sock, fds.sync.get()};
+            go_read.reset();
+            std::vector<int> keep{sock, fds.sync.get(), ctx.exe.get(), go_write.get()};
             for (const UniqueFd& lock : locks)
                 keep.push_back(lock.get());
             close_fds_except(keep);
-            be_reaper(plan, ctx, command, sock);
+            be_reaper(plan, ctx, command, sock, std::move(go_write));
         }
         // 13. Otherwise this process becomes the command, and the one that
         // keeps --sync-fd.
@@ -442,6 +501,26 @@ UniqueFd watch_parent()
 
 }  // namespace
 
+bool is_pid1_mode(const std::vector<std::string>& args)
+{
+    return !args.empty() && args[0] == kPid1Mode;
+}
+
+void pid1_main(const std::vector<std::string>& args)
+{
+    // First of all: nothing in the sandbox may ptrace this image (the
+    // command is held until release_command, below).
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || args.size() != 5 || ::getpid() != 1)
+        ::_exit(1);
+    auto number = [](const std::string& text) { return static_cast<int>(std::strtol(text.c_str(), nullptr, 10)); };
+    const pid_t command = number(args[1]);
+    const int sock = number(args[3]), go = number(args[4]);
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+    release_command(go);
+    ::close(go);
+    reap(command, args[2] == "1", sock);
+}
+
 int launch(const LaunchPlan& plan, CallerFds fds)
 {
     LaunchContext ctx;
@@ -459,6 +538,11 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     check(::sigprocmask(SIG_BLOCK, &handled, &ctx.caller_mask), "sigprocmask");
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
+    if (plan.reexec_pid1) {
+        ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
+        if (!ctx.exe)
+            throw SysError(errno, "Can't open /proc/self/exe");
+    }
     // The first process's view: none of the monitor's own fds.
     auto in_child = [&] {
         sock.reset();

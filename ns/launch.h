@@ -106,6 +106,11 @@ struct LaunchPlan {
     // PID 1 forks the command and stays to reap it (a PID namespace, or
     // --sync-fd/--lock-file, which need a holder that outlives the exec).
     bool fork_command = false;
+    // With fork_command: PID 1 re-executes itself once set up, so that its mm
+    // belongs to the sandbox's user namespace and the caller (its owner) may
+    // open PID 1's /proc/PID/ns to join the sandbox (--info-fd's child-pid).
+    // Only when the command gets no CAP_SYS_PTRACE in that namespace.
+    bool reexec_pid1 = false;
     std::vector<std::string> argv;  // argv[0] is the program execvp looks for
     std::string log_prefix;  // --level-prefix: "<4>" before the relay's warnings
 };
@@ -114,5 +119,10 @@ struct LaunchPlan {
 // signal N killed it. Throws (SysError/UsageError) when the sandbox could not
 // be set up; nothing of it is left running then.
 int launch(const LaunchPlan& plan, CallerFds fds);
+
+// PID 1 as a fresh image (LaunchPlan::reexec_pid1): cocoon's main hands it
+// its arguments when the first is the internal marker is_pid1_mode finds.
+bool is_pid1_mode(const std::vector<std::string>& args);
+[[noreturn]] void pid1_main(const std::vector<std::string>& args);
 
 }  // namespace cocoon::ns

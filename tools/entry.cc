@@ -117,6 +117,8 @@ int cocoon_main(int argc, char** argv)
 {
     const std::string prog = program_name(argc, argv);
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+    if (ns::is_pid1_mode(args))
+        ns::pid1_main(args);
     // --level-prefix: sd-daemon's "<N>" before each line, as bwrap writes it
     // (3 = LOG_ERR, 4 = LOG_WARNING), so a journal keeps the level. Looked for
     // before parsing, so that a parse error is prefixed too.

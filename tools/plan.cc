@@ -1,6 +1,7 @@
 // Building the launch plan from the parsed options. Pure; unit-tested.
 #include "tools/plan.h"
 
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <sched.h>
 #include <sys/un.h>
@@ -143,6 +144,11 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // bwrap's rule: a process other than the command holds the locks and the
     // sync fd, so one waits for the command even without a PID namespace.
     plan.fork_command = !o.process.as_pid_1 && (o.unshare_pid || o.fds.sync >= 0 || !o.process.lock_files.empty());
+    // Security: re-executing PID 1 puts its mm in the sandbox's user
+    // namespace; a command holding CAP_SYS_PTRACE there could then reach it.
+    constexpr ns::CapSet kPtrace = ns::CapSet{1} << CAP_SYS_PTRACE;
+    plan.reexec_pid1 = plan.fork_command && user_ns && (o.fds.info >= 0 || o.fds.json_status >= 0) &&
+                       (plan.caps & kPtrace) == 0;
     plan.argv = o.command;
     plan.log_prefix = o.level_prefix ? "<4>" : "";
     return plan;
