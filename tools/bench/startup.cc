@@ -2,7 +2,9 @@
 // interleaved so drift hits every label alike. Standalone; runs as its caller.
 // Besides wall time it records the CPU time of each run (user + system of the
 // process and every descendant it waited for, from wait4's rusage), which other
-// load on the machine disturbs much less than the wall clock.
+// load on the machine disturbs much less than the wall clock. A process that is
+// not waited for inside the tree is not counted (bwrap's sandbox: bwrap exits
+// without waiting for it).
 //
 // usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... ::: LABEL cmd args...
 #include <fcntl.h>
