@@ -1,5 +1,6 @@
-// Bringing lo up in a new network namespace: rtnetlink via libnl-route, with an
-// ioctl fallback. Runs in the sandbox's first process, before privileges drop.
+// Bringing lo up in a new network namespace: the SIOCSIFFLAGS ioctl, with
+// rtnetlink via libnl-route as the fallback. Runs in the sandbox's first
+// process, before privileges drop.
 #include "net/loopback.h"
 
 #include <arpa/inet.h>
@@ -76,17 +77,35 @@ void loopback_up_netlink()
     // once and usable; adding them by hand would cost two more round trips.
 }
 
-void loopback_up_ioctl()
+namespace {
+
+UniqueFd inet_socket()
 {
     UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!sock)
         throw SysError(errno, "socket(AF_INET)");
+    return sock;
+}
+
+// Sets IFF_UP on lo and returns its flags as the kernel reports them afterwards.
+short set_up_by_ioctl(int sock)
+{
     ifreq req{};
     std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
-    check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
+    check(::ioctl(sock, SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
     req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
     // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1 itself.
-    check(::ioctl(sock.get(), SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
+    check(::ioctl(sock, SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
+    check(::ioctl(sock, SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
+    return req.ifr_flags;
+}
+
+}  // namespace
+
+void loopback_up_ioctl()
+{
+    UniqueFd sock = inet_socket();
+    set_up_by_ioctl(sock.get());
 }
 
 bool loopback_is_up()
@@ -100,21 +119,27 @@ bool loopback_is_up()
 
 void loopback_up()
 {
-    std::string netlink_error;
+    // The ioctl first: one socket and three calls on the start-up path of
+    // every sandbox, where rtnetlink through libnl takes eight system calls
+    // and a request/reply (ARCHITECTURE.md, "Start-up"). Netlink stays as
+    // the fallback for a host that refuses the ioctl.
+    std::string ioctl_error;
+    try {
+        UniqueFd sock = inet_socket();
+        const short flags = set_up_by_ioctl(sock.get());
+        if ((flags & IFF_UP) && (flags & IFF_RUNNING))
+            return;
+        ioctl_error = "lo is not running after SIOCSIFFLAGS";
+    } catch (const SysError& e) {
+        ioctl_error = e.what();
+    }
     try {
         loopback_up_netlink();
-    } catch (const SysError& e) {
-        netlink_error = e.what();
-        try {
-            loopback_up_ioctl();
-        } catch (const SysError& fallback) {
-            throw SysError(fallback.code(), "Can't bring up lo: " + netlink_error + "; then " +
-                                                std::string(fallback.what()).substr(0, std::strlen(fallback.what())));
-        }
+    } catch (const SysError& fallback) {
+        throw SysError(fallback.code(), "Can't bring up lo: " + ioctl_error + "; then " + fallback.what());
     }
     if (!loopback_is_up())
-        throw SysError(ENETDOWN,
-                       "lo is not up after setup" + (netlink_error.empty() ? "" : " (" + netlink_error + ")"));
+        throw SysError(ENETDOWN, "lo is not up after setup (" + ioctl_error + ")");
 }
 
 }  // namespace cocoon::net

@@ -4,11 +4,10 @@
 
 namespace cocoon::net {
 
-// Brings lo up over rtnetlink (libnl-route); the kernel gives it 127.0.0.1/8
-// and ::1. Where
-// netlink is refused (EPERM on hosts whose LSM restricts user namespaces),
-// falls back to the SIOCSIFFLAGS ioctl. Throws SysError naming the cause if
-// lo is still not up.
+// Brings lo up with the SIOCSIFFLAGS ioctl (the kernel then gives it
+// 127.0.0.1/8 and ::1); where the ioctl is refused or leaves lo down, falls
+// back to rtnetlink (libnl-route). Throws SysError naming both causes if lo is
+// still not up.
 void loopback_up();
 
 // The two ways, exposed for tests. Each throws SysError on failure.

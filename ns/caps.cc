@@ -1,11 +1,14 @@
-// Capability sets for the command (pure resolution) and their application with
-// libcap in the sandbox's setup processes, which still hold every capability.
+// Capability sets for the command (pure resolution) and their application in
+// the sandbox's setup processes, which still hold every capability. libcap
+// names the capabilities and knows the kernel's last one; the sets are written
+// with capset and prctl directly (see apply_caps).
 #include "ns/caps.h"
 
 #include <sys/capability.h>
+#include <sys/prctl.h>
 
 #include <cctype>
-#include <memory>
+#include <cerrno>
 
 #include "base/sys_error.h"
 
@@ -34,6 +37,11 @@ CapSet resolve_caps(bool caller_is_root, const std::vector<CapOp>& ops)
     return caps;
 }
 
+// One system call per capability to drop from the bounding set (the kernel has
+// no call that drops several), one capset, one call for the ambient set. libcap's
+// cap_set_proc and cap_reset_ambient would add a capget and one prctl per
+// capability (PR_CAP_AMBIENT_IS_SET) in each of the two processes that call this,
+// on the start-up path of every sandbox.
 void apply_caps(CapSet keep, bool ambient)
 {
     const int last = static_cast<int>(cap_max_bits()) - 1;
@@ -42,30 +50,29 @@ void apply_caps(CapSet keep, bool ambient)
     // Security: the bounding set caps what any later exec (a setuid binary,
     // file capabilities) could ever grant; clear what the command may not have.
     for (int cap = 0; cap <= last; ++cap)
-        if (!wanted(cap) && cap_drop_bound(static_cast<cap_value_t>(cap)) < 0)
+        if (!wanted(cap) && ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
             throw SysError(errno, "Can't drop capability " + std::to_string(cap) + " from the bounding set");
 
-    std::unique_ptr<std::remove_pointer_t<cap_t>, int (*)(void*)> caps(cap_init(), cap_free);
-    if (!caps)
-        throw SysError(errno, "cap_init");
-    for (int cap = 0; cap <= last; ++cap) {
-        if (!wanted(cap))
-            continue;
-        cap_value_t value = static_cast<cap_value_t>(cap);
-        for (cap_flag_t flag : {CAP_PERMITTED, CAP_EFFECTIVE})
-            check(cap_set_flag(caps.get(), flag, 1, &value, CAP_SET), "cap_set_flag");
+    // The kernel's bits past the last capability it knows must stay clear.
+    const CapSet known = last >= 63 ? kAllCaps : (CapSet{1} << (last + 1)) - 1;
+    const CapSet sets = keep & known;
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    for (int i = 0; i < 2; ++i) {
+        const auto word = static_cast<__u32>(sets >> (32 * i));
+        data[i].permitted = word;
+        data[i].effective = word;
         // Ambient capabilities must also be inheritable.
-        if (ambient)
-            check(cap_set_flag(caps.get(), CAP_INHERITABLE, 1, &value, CAP_SET), "cap_set_flag");
+        data[i].inheritable = ambient ? word : 0;
     }
-    check(cap_set_proc(caps.get()), "Can't set capabilities");
+    check(capset(&header, data), "Can't set capabilities");
 
     // Security: no ambient capability survives unless explicitly asked for.
-    check(cap_reset_ambient(), "Can't clear ambient capabilities");
+    check(::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "Can't clear ambient capabilities");
     if (ambient)
         for (int cap = 0; cap <= last; ++cap)
             if (wanted(cap))
-                check(cap_set_ambient(static_cast<cap_value_t>(cap), CAP_SET), "Can't raise ambient capability");
+                check(::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0), "Can't raise ambient capability");
 }
 
 }  // namespace cocoon::ns

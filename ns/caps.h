@@ -1,5 +1,5 @@
 // Capabilities of the command: which set it keeps (pure) and dropping the rest
-// (libcap). Applied in the sandbox's processes just before they exec or serve.
+// (capset, prctl). Applied in the sandbox's processes just before they exec or serve.
 #pragma once
 
 #include <cstdint>

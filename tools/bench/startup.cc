@@ -1,8 +1,14 @@
 // Startup benchmark driver: times fork+execv+waitpid of labelled commands, runs
 // interleaved so drift hits every label alike. Standalone; runs as its caller.
+// Besides wall time it records the CPU time of each run (user + system of the
+// process and every descendant it waited for, from wait4's rusage), which other
+// load on the machine disturbs much less than the wall clock. A process that is
+// not waited for inside the tree is not counted (bwrap's sandbox: bwrap exits
+// without waiting for it).
 //
 // usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... ::: LABEL cmd args...
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +34,7 @@ struct Command {
     std::string path;  // resolved once, so PATH search is not timed
     std::vector<std::string> argv;  // argv[0] as given
     std::vector<double> samples_ms;
+    std::vector<double> cpu_ms;
 };
 
 struct Options {
@@ -142,9 +149,20 @@ double now_ms()
     return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
 }
 
+double cpu_ms_of(const rusage& ru)
+{
+    auto ms = [](const timeval& tv) { return double(tv.tv_sec) * 1e3 + double(tv.tv_usec) / 1e3; };
+    return ms(ru.ru_utime) + ms(ru.ru_stime);
+}
+
+struct Sample {
+    double wall_ms;
+    double cpu_ms;
+};
+
 // One timed run: from just before fork to just after waitpid. Any failure is fatal,
 // since a fast failing sandbox would otherwise look like a fast sandbox.
-double run_once(const Command& c, const std::vector<char*>& argv, int devnull)
+Sample run_once(const Command& c, const std::vector<char*>& argv, int devnull)
 {
     double start = now_ms();
     pid_t pid = ::fork();
@@ -158,16 +176,17 @@ double run_once(const Command& c, const std::vector<char*>& argv, int devnull)
         ::_exit(127);
     }
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
+    rusage ru{};
+    while (::wait4(pid, &status, 0, &ru) < 0)
         if (errno != EINTR)
-            die_errno("waitpid", errno);
+            die_errno("wait4", errno);
     double elapsed = now_ms() - start;
     if (WIFSIGNALED(status))
         die(describe(c) + ": killed by signal " + std::to_string(WTERMSIG(status)));
     if (WEXITSTATUS(status) != 0)
         die(describe(c) + ": exited with status " + std::to_string(WEXITSTATUS(status)) +
             (WEXITSTATUS(status) == 127 ? " (exec failed?)" : ""));
-    return elapsed;
+    return {elapsed, cpu_ms_of(ru)};
 }
 
 // Linear interpolation between order statistics; `sorted` must be non-empty.
@@ -192,30 +211,39 @@ void report(std::vector<Command>& commands, int runs, int warmup)
     size_t width = 0;
     for (const Command& c : commands)
         width = std::max(width, c.label.size());
-    std::vector<double> medians;
-    std::printf("# runs=%d warmup=%d order=interleaved unit=ms (fork..waitpid)\n", runs, warmup);
+    std::vector<double> medians, cpu_medians;
+    std::printf("# runs=%d warmup=%d order=interleaved unit=ms (fork..waitpid; cpu = user+sys of the whole tree)\n",
+                runs, warmup);
     for (Command& c : commands) {
         std::sort(c.samples_ms.begin(), c.samples_ms.end());
+        std::sort(c.cpu_ms.begin(), c.cpu_ms.end());
         double median = percentile(c.samples_ms, 0.5);
         medians.push_back(median);
-        std::printf("median_ms %-*s %8.3f   p10_ms %8.3f   p90_ms %8.3f   n %zu\n", int(width), c.label.c_str(), median,
-                    percentile(c.samples_ms, 0.1), percentile(c.samples_ms, 0.9), c.samples_ms.size());
+        cpu_medians.push_back(percentile(c.cpu_ms, 0.5));
+        std::printf("median_ms %-*s %8.3f   p10_ms %8.3f   p90_ms %8.3f   cpu_ms %8.3f   n %zu\n", int(width),
+                    c.label.c_str(), median, percentile(c.samples_ms, 0.1), percentile(c.samples_ms, 0.9),
+                    cpu_medians.back(), c.samples_ms.size());
     }
-    auto median_of = [&](const Command* c) { return medians[size_t(c - commands.data())]; };
+    auto index = [&](const Command* c) { return size_t(c - commands.data()); };
     auto ratio = [&](const Command* num, const Command* den) {
         std::string name = num->label + "/" + den->label;
-        std::printf("ratio %-*s %8.3f\n", int(2 * width + 1), name.c_str(), median_of(num) / median_of(den));
+        std::printf("ratio %-*s %8.3f   cpu %8.3f\n", int(2 * width + 1), name.c_str(),
+                    medians[index(num)] / medians[index(den)], cpu_medians[index(num)] / cpu_medians[index(den)]);
     };
-    const Command* cocoon = find_label(commands, "cocoon");
-    const Command* bwrap = find_label(commands, "bwrap");
-    if (cocoon && bwrap)
-        ratio(cocoon, bwrap);
-    for (std::string_view anchor_name : {"direct", "unshare"}) {
+    // Anchors: what the others are divided by. bwrap is the competitor; floor
+    // (tools/bench/startup builds it) is the least work that gives the same
+    // sandbox; direct and unshare are plain process and namespace costs.
+    constexpr std::string_view kAnchors[] = {"bwrap", "floor", "direct", "unshare"};
+    auto is_anchor = [&](std::string_view label) {
+        return std::find(std::begin(kAnchors), std::end(kAnchors), label) != std::end(kAnchors);
+    };
+    for (std::string_view anchor_name : kAnchors) {
         const Command* anchor = find_label(commands, anchor_name);
         if (!anchor)
             continue;
+        // Each anchor divides the commands under test and bwrap.
         for (const Command& c : commands)
-            if (&c != anchor && c.label != "direct" && c.label != "unshare")
+            if (&c != anchor && (!is_anchor(c.label) || c.label == "bwrap"))
                 ratio(&c, anchor);
     }
 }
@@ -238,14 +266,17 @@ int main(int argc, char** argv)
         v.push_back(nullptr);
         argvs.push_back(std::move(v));
         c.samples_ms.reserve(size_t(o.runs));
+        c.cpu_ms.reserve(size_t(o.runs));
     }
 
     // Round r runs every label once, in the order given.
     for (int r = 0; r < o.warmup + o.runs; ++r) {
         for (size_t i = 0; i < o.commands.size(); ++i) {
-            double ms = run_once(o.commands[i], argvs[i], devnull);
-            if (r >= o.warmup)
-                o.commands[i].samples_ms.push_back(ms);
+            Sample sample = run_once(o.commands[i], argvs[i], devnull);
+            if (r >= o.warmup) {
+                o.commands[i].samples_ms.push_back(sample.wall_ms);
+                o.commands[i].cpu_ms.push_back(sample.cpu_ms);
+            }
         }
     }
 
