@@ -27,9 +27,9 @@ int parse_cap(const std::string& name)
     return cap;
 }
 
-CapSet resolve_caps(bool caller_is_root, const std::vector<CapOp>& ops)
+CapSet apply_cap_ops(CapSet start, const std::vector<CapOp>& ops)
 {
-    CapSet caps = caller_is_root ? kAllCaps : 0;
+    CapSet caps = start;
     for (const CapOp& op : ops) {
         CapSet bits = op.name == "ALL" || op.name == "all" ? kAllCaps : CapSet{1} << parse_cap(op.name);
         caps = op.add ? caps | bits : caps & ~bits;

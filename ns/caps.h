@@ -16,9 +16,10 @@ struct CapOp {
     std::string name;  // "ALL", "CAP_NET_ADMIN" or "net_admin"
 };
 
-// bwrap's rule: a root caller keeps every capability, anyone else none; then
-// --cap-add/--cap-drop in order. Throws UsageError for an unknown name.
-CapSet resolve_caps(bool caller_is_root, const std::vector<CapOp>& ops);
+// --cap-add/--cap-drop applied in order to `start` (bwrap's rule: what a
+// root caller holds, nothing for anyone else). Throws UsageError for an
+// unknown name.
+CapSet apply_cap_ops(CapSet start, const std::vector<CapOp>& ops);
 
 // Parses one capability name as libcap spells it, with or without "CAP_",
 // any case. Throws UsageError naming it when unknown.

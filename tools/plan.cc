@@ -123,20 +123,21 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.env = ns::build_env(host.environ, o.env);
     plan.host_cwd = host.cwd;
 
-    // A user namespace's creator holds every capability in it; without one,
-    // the command can keep only what the caller has (root in a container may
-    // lack some).
-    plan.caps = ns::resolve_caps(root, o.caps) & (user_ns || join_user ? ns::kAllCaps : host.permitted_caps);
-    // Capabilities reach a non-root uid across exec only as ambient ones;
-    // raise them only when the caller asked for some with --cap-add.
-    bool cap_add = false;
-    for (const ns::CapOp& op : o.caps)
-        cap_add = cap_add || op.add;
-    // In a joined namespace the uid inside is unknown here, so raise them
-    // whenever asked. Security: ambient capabilities give uid 0 nothing more:
-    // without SECBIT_NOROOT, its exec fills the permitted set from the
-    // bounding set anyway, and the ambient set is a subset of that.
-    plan.ambient_caps = cap_add && (plan.uid != 0 || join_user) && plan.caps != 0;
+    // bwrap's rule: a root caller's command starts from what the caller holds
+    // (root in a container may lack some), anyone else's from nothing; then
+    // --cap-add/--cap-drop. In a user namespace any capability can be had;
+    // without one, only what the caller holds.
+    plan.caps = ns::apply_cap_ops(root ? host.permitted_caps : 0, o.caps);
+    if (!user_ns && !join_user)
+        plan.caps &= host.permitted_caps;
+    // bwrap's rule: once --cap-add or --cap-drop is given, the resulting set
+    // is inheritable too and raised as ambient, whatever the uid inside, so
+    // it survives exec for a non-root uid (and for uid 0 it changes nothing:
+    // see below). Without them, nothing is inheritable or ambient.
+    // Security: ambient capabilities give uid 0 nothing more: without
+    // SECBIT_NOROOT, its exec fills the permitted set from the bounding set
+    // anyway, and the ambient set is a subset of that.
+    plan.ambient_caps = !o.caps.empty() && plan.caps != 0;
 
     plan.process = o.process;
     for (const SeccompInput& in : o.seccomp)
@@ -147,8 +148,8 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // Security: re-executing PID 1 puts its mm in the sandbox's user
     // namespace; a command holding CAP_SYS_PTRACE there could then reach it.
     constexpr ns::CapSet kPtrace = ns::CapSet{1} << CAP_SYS_PTRACE;
-    plan.reexec_pid1 = plan.fork_command && user_ns && (o.fds.info >= 0 || o.fds.json_status >= 0) &&
-                       (plan.caps & kPtrace) == 0;
+    plan.reexec_pid1 =
+        plan.fork_command && user_ns && (o.fds.info >= 0 || o.fds.json_status >= 0) && (plan.caps & kPtrace) == 0;
     plan.argv = o.command;
     plan.log_prefix = o.level_prefix ? "<4>" : "";
     return plan;

@@ -139,7 +139,12 @@ TEST(MakePlan, RootKeepsOnlyTheCapabilitiesItHas)
     tools::HostFacts h = root_host();
     h.permitted_caps = ns::kAllCaps & ~(ns::CapSet{1} << 24);
     EXPECT_EQ(tools::make_launch_plan(parse_args({"true"}), h).caps, h.permitted_caps);
-    EXPECT_EQ(tools::make_launch_plan(parse_args({"--unshare-user", "true"}), h).caps, ns::kAllCaps);
+    // bwrap's rule: in a user namespace too, root starts from what it holds;
+    // only --cap-add grants more there (and without one, it cannot).
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"--unshare-user", "true"}), h).caps, h.permitted_caps);
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"--unshare-user", "--cap-add", "ALL", "true"}), h).caps,
+              ns::kAllCaps);
+    EXPECT_EQ(tools::make_launch_plan(parse_args({"--cap-add", "ALL", "true"}), h).caps, h.permitted_caps);
 }
 
 TEST(MakePlan, UnshareAllFlags)
@@ -162,15 +167,20 @@ TEST(MakePlan, RulesBetweenOptions)
     EXPECT_THROW(tools::make_launch_plan(parse_args({"--unshare-net"}), user_host()), UsageError);
 }
 
-TEST(MakePlan, AmbientOnlyForAddedCapsOfNonRootUid)
+TEST(MakePlan, AmbientWheneverCapabilityOptionsAreGiven)
 {
     auto plan = [](std::vector<std::string> args, const tools::HostFacts& h) {
         return tools::make_launch_plan(parse_args(args), h);
     };
+    // bwrap's rule, for every uid: --cap-add or --cap-drop makes the result
+    // inheritable and ambient; nothing to raise, nothing raised.
     EXPECT_TRUE(plan({"--cap-add", "CAP_NET_ADMIN", "true"}, user_host()).ambient_caps);
-    EXPECT_FALSE(plan({"--uid", "0", "--cap-add", "CAP_NET_ADMIN", "true"}, user_host()).ambient_caps);
+    EXPECT_TRUE(plan({"--uid", "0", "--cap-add", "CAP_NET_ADMIN", "true"}, user_host()).ambient_caps);
+    EXPECT_TRUE(plan({"--cap-drop", "CAP_NET_RAW", "true"}, root_host()).ambient_caps);
     EXPECT_FALSE(plan({"--unshare-user", "--uid", "5", "true"}, root_host()).ambient_caps);
+    EXPECT_FALSE(plan({"true"}, root_host()).ambient_caps);
     EXPECT_FALSE(plan({"--cap-drop", "ALL", "true"}, root_host()).ambient_caps);
+    EXPECT_FALSE(plan({"--uid", "0", "true"}, user_host()).ambient_caps);
 }
 
 TEST(MakePlan, EnvironmentIsEdited)

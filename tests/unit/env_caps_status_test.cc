@@ -40,24 +40,24 @@ TEST(GetEnv, FindsWholeNamesOnly)
 
 TEST(Caps, RootKeepsAllOthersNone)
 {
-    EXPECT_EQ(ns::resolve_caps(true, {}), ns::kAllCaps);
-    EXPECT_EQ(ns::resolve_caps(false, {}), 0u);
+    EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {}), ns::kAllCaps);
+    EXPECT_EQ(ns::apply_cap_ops(0, {}), 0u);
 }
 
 TEST(Caps, AddDropInOrder)
 {
     const ns::CapSet net_admin = ns::CapSet{1} << CAP_NET_ADMIN;
-    EXPECT_EQ(ns::resolve_caps(false, {{true, "CAP_NET_ADMIN"}}), net_admin);
-    EXPECT_EQ(ns::resolve_caps(false, {{true, "net_admin"}}), net_admin);
-    EXPECT_EQ(ns::resolve_caps(true, {{false, "ALL"}}), 0u);
-    EXPECT_EQ(ns::resolve_caps(true, {{false, "ALL"}, {true, "CAP_NET_ADMIN"}}), net_admin);
-    EXPECT_EQ(ns::resolve_caps(true, {{false, "CAP_SYS_ADMIN"}}), ns::kAllCaps & ~(ns::CapSet{1} << CAP_SYS_ADMIN));
-    EXPECT_EQ(ns::resolve_caps(false, {{true, "ALL"}, {false, "ALL"}}), 0u);
+    EXPECT_EQ(ns::apply_cap_ops(0, {{true, "CAP_NET_ADMIN"}}), net_admin);
+    EXPECT_EQ(ns::apply_cap_ops(0, {{true, "net_admin"}}), net_admin);
+    EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "ALL"}}), 0u);
+    EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "ALL"}, {true, "CAP_NET_ADMIN"}}), net_admin);
+    EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "CAP_SYS_ADMIN"}}), ns::kAllCaps & ~(ns::CapSet{1} << CAP_SYS_ADMIN));
+    EXPECT_EQ(ns::apply_cap_ops(0, {{true, "ALL"}, {false, "ALL"}}), 0u);
 }
 
 TEST(Caps, UnknownNameIsAnError)
 {
-    EXPECT_THROW(ns::resolve_caps(false, {{true, "CAP_MAKE_COFFEE"}}), UsageError);
+    EXPECT_THROW(ns::apply_cap_ops(0, {{true, "CAP_MAKE_COFFEE"}}), UsageError);
     EXPECT_THROW(ns::parse_cap(""), UsageError);
     EXPECT_EQ(ns::parse_cap("CAP_SYS_ADMIN"), CAP_SYS_ADMIN);
     EXPECT_EQ(ns::parse_cap("Sys_Admin"), CAP_SYS_ADMIN);
