@@ -51,7 +51,8 @@ TEST(Caps, AddDropInOrder)
     EXPECT_EQ(ns::apply_cap_ops(0, {{true, "net_admin"}}), net_admin);
     EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "ALL"}}), 0u);
     EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "ALL"}, {true, "CAP_NET_ADMIN"}}), net_admin);
-    EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "CAP_SYS_ADMIN"}}), ns::kAllCaps & ~(ns::CapSet{1} << CAP_SYS_ADMIN));
+    EXPECT_EQ(ns::apply_cap_ops(ns::kAllCaps, {{false, "CAP_SYS_ADMIN"}}),
+              ns::kAllCaps & ~(ns::CapSet{1} << CAP_SYS_ADMIN));
     EXPECT_EQ(ns::apply_cap_ops(0, {{true, "ALL"}, {false, "ALL"}}), 0u);
 }
 
