@@ -119,6 +119,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
 
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
     plan.mounts.no_follow_sources = o.no_follow_sources;
+    plan.mounts.own_pid_ns = o.unshare_pid || o.fds.pidns >= 0;
     plan.env = ns::build_env(host.environ, o.env);
     plan.host_cwd = host.cwd;
 

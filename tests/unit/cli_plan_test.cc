@@ -297,6 +297,19 @@ ns::LaunchPlan plan_for(std::vector<std::string> args, const tools::HostFacts& h
 
 }  // namespace
 
+TEST(MakePlan, ProcKnowsWhetherThePidNamespaceIsOwn)
+{
+    // bwrap's rule: a new procfs with a new or joined PID namespace, the
+    // host's /proc bound otherwise; mount::apply reads the fact.
+    for (const auto& host : {user_host(), root_host()}) {
+        EXPECT_FALSE(plan_for({"--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+        EXPECT_FALSE(plan_for({"--unshare-user", "--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+        EXPECT_TRUE(plan_for({"--unshare-pid", "--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+        EXPECT_TRUE(plan_for({"--unshare-all", "--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+    }
+    EXPECT_TRUE(plan_for({"--userns", "5", "--pidns", "6", "--proc", "/proc", "true"}, root_host()).mounts.own_pid_ns);
+}
+
 TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
 {
     Options o = parse_args({"--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--dir",
