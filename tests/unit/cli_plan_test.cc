@@ -202,6 +202,18 @@ TEST(CocoonMain, HelpListsEveryOption)
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 
+TEST(CocoonMain, HelpNamesThePathItWasRunBy)
+{
+    // bwrap's first line, with argv[0] as given (scripts match it).
+    for (const char* argv0 : {"cocoon", "/usr/local/bin/bwrap", "./build/tools/cocoon"}) {
+        testing::internal::CaptureStdout();
+        EXPECT_EQ(run_main({argv0, "--help"}), 0);
+        std::string help = testing::internal::GetCapturedStdout();
+        EXPECT_EQ(help.substr(0, help.find('\n')),
+                  std::string("usage: ") + argv0 + " [OPTIONS...] [--] COMMAND [ARGS...]");
+    }
+}
+
 TEST(ParseArgs, RelayAndProxyEnv)
 {
     Options o = parse_args({"--unshare-net", "--relay", "3128", "/run/proxy.sock", "--proxy-env", "3128", "true"});
