@@ -610,13 +610,19 @@ struct Applier {
         UniqueFd dir = std::move(ensure_dir(root, parent, 0755).fd);
         if (::symlinkat(s.target.c_str(), dir.get(), name.c_str()) == 0)
             return;
-        int err = errno;
-        // An identical link already there is fine (bwrap behaves the same).
-        char buf[4096];
+        const std::string what = "Can't make symlink at " + s.dest;
+        if (errno != EEXIST)
+            throw SysError(errno, what);
+        // bwrap's rule and words: an identical link already there is fine;
+        // anything else in the way is named.
+        char buf[PATH_MAX];  // a link's target is shorter than PATH_MAX
         ssize_t n = ::readlinkat(dir.get(), name.c_str(), buf, sizeof buf);
-        if (err == EEXIST && n >= 0 && std::string(buf, n) == s.target)
-            return;
-        throw SysError(err, "Can't make symlink at " + s.dest);
+        if (n < 0 && errno == EINVAL)
+            throw UsageError(what + ": destination exists and is not a symlink");
+        if (n < 0)
+            throw SysError(errno, what + ": destination exists, and cannot read symlink target");
+        if (std::string existing(buf, static_cast<size_t>(n)); existing != s.target)
+            throw UsageError(what + ": existing destination is " + existing);
     }
     void operator()(const RemountRo& r) const
     {
