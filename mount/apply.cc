@@ -319,6 +319,23 @@ std::optional<Source> open_source(const Bind& bind, const Fds& fds, bool no_foll
     return src;
 }
 
+// --proc without a PID namespace of its own (bwrap's rule): a recursive clone
+// of the host's /proc, with a bind's nosuid and nodev.
+// Security: it shows the processes of the PID namespace the sandbox shares
+// anyway, each guarded by the kernel's own per-process checks, and
+// cover_proc then makes the files that reconfigure the kernel read-only, as
+// for a new procfs.
+Source host_proc()
+{
+    const std::string what = "Can't bind mount /proc";
+    Source src;
+    src.tree.reset(::open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (!src.tree)
+        throw SysError(errno, what);
+    set_attrs(src.tree.get(), AT_RECURSIVE, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
+    return src;
+}
+
 // An overlay layer given as a host path: an O_PATH fd, opened while the host
 // tree is in view. Not an open_tree clone as for binds: Linux 6.1's overlayfs
 // takes layers only from mounts attached in the mounter's namespace.
@@ -436,7 +453,7 @@ void copy_data(int from, int to, const Data& d)
 
 struct Applier {
     int root;
-    std::optional<Source>* source;  // the pre-opened source of the current op
+    std::optional<Source>* source;  // the pre-opened source of the current op (a bind's; --proc's host /proc)
     std::vector<HostPath>* layers;  // an overlay op's pre-opened directories
     int data_dir;  // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
     const Fds* fds;  // the fds the data ops read
@@ -520,9 +537,13 @@ struct Applier {
     }
     void operator()(const Proc& p) const
     {
-        const std::string what = "Can't mount proc on " + p.dest;
+        // Without a PID namespace of its own, the host's /proc was cloned
+        // beforehand (see host_proc); else a new procfs.
+        const bool bind = source->has_value();
+        const std::string what = std::string(bind ? "Can't bind mount /proc on " : "Can't mount proc on ") + p.dest;
         Target target = mount_point(root, p.dest, true, what);
-        UniqueFd mnt = new_mount("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, p.dest);
+        UniqueFd mnt = bind ? std::move((*source)->tree)
+                            : new_mount("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, p.dest);
         attach(mnt.get(), target.fd.get(), what);
         cover_proc(root, p.dest);
     }
@@ -589,13 +610,19 @@ struct Applier {
         UniqueFd dir = std::move(ensure_dir(root, parent, 0755).fd);
         if (::symlinkat(s.target.c_str(), dir.get(), name.c_str()) == 0)
             return;
-        int err = errno;
-        // An identical link already there is fine (bwrap behaves the same).
-        char buf[4096];
+        const std::string what = "Can't make symlink at " + s.dest;
+        if (errno != EEXIST)
+            throw SysError(errno, what);
+        // bwrap's rule and words: an identical link already there is fine;
+        // anything else in the way is named.
+        char buf[PATH_MAX];  // a link's target is shorter than PATH_MAX
         ssize_t n = ::readlinkat(dir.get(), name.c_str(), buf, sizeof buf);
-        if (err == EEXIST && n >= 0 && std::string(buf, n) == s.target)
-            return;
-        throw SysError(err, "Can't make symlink at " + s.dest);
+        if (n < 0 && errno == EINVAL)
+            throw UsageError(what + ": destination exists and is not a symlink");
+        if (n < 0)
+            throw SysError(errno, what + ": destination exists, and cannot read symlink target");
+        if (std::string existing(buf, static_cast<size_t>(n)); existing != s.target)
+            throw UsageError(what + ": existing destination is " + existing);
     }
     void operator()(const RemountRo& r) const
     {
@@ -622,6 +649,8 @@ void apply(const Plan& plan, Fds fds)
             sources[i] = open_source(*bind, fds, plan.no_follow_sources);
         else if (auto* overlay = std::get_if<Overlay>(&plan.ops[i]))
             layers[i] = open_layers(*overlay, plan.no_follow_sources);
+        else if (std::holds_alternative<Proc>(plan.ops[i]) && !plan.own_pid_ns)
+            sources[i] = host_proc();
 
     // --bind-data files and --tmp-overlay upper layers are made in a tmpfs of
     // their own, attached under the staging point so that the new root covers

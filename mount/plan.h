@@ -40,6 +40,7 @@ struct Tmpfs {
     unsigned long long size = 0;  // --size in bytes; 0: the kernel's default
     mode_t parent_mode = kDirMode;
 };
+// --proc: a new procfs, or the host's /proc bound (see Plan::own_pid_ns).
 struct Proc {
     std::string dest;
 };
@@ -110,6 +111,10 @@ struct Plan {
     // --no-follow-sources: a host source path (bind, overlay layer, RWSRC,
     // WORKDIR) with a symlink in any component is refused.
     bool no_follow_sources = false;
+    // Whether the sandbox has a PID namespace of its own (new, or joined with
+    // --pidns). bwrap's rule for --proc: a new procfs only then; otherwise
+    // the host's /proc, bound, since the PID namespace is the host's anyway.
+    bool own_pid_ns = false;
 };
 
 // The destination of any op.

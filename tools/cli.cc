@@ -5,6 +5,7 @@
 #include <charconv>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "base/sys.h"
@@ -49,29 +50,39 @@ unsigned count_args(const char* args)
     return n;
 }
 
-unsigned long parse_id(const std::string& option, const std::string& text)
+// A decimal number below `limit`, nothing else (no sign, no spaces).
+std::optional<unsigned long> parse_number(const std::string& text, unsigned long limit)
 {
     unsigned long value = 0;
     auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (err != std::errc() || end != text.data() + text.size() || value >= 0xffffffffUL)
-        throw UsageError("Invalid " + option + " argument: " + text);
+    if (text.empty() || err != std::errc() || end != text.data() + text.size() || value >= limit)
+        return std::nullopt;
     return value;
 }
 
-int parse_fd(const std::string& option, const std::string& text)
+// --uid, --gid: bwrap's words ("Invalid uid: abc").
+unsigned long parse_ugid(const char* what, const std::string& text)
 {
-    unsigned long fd = parse_id(option, text);
-    if (fd > 0x7fffffff)
-        throw UsageError("Invalid " + option + " argument: " + text);
-    return static_cast<int>(fd);
+    if (auto value = parse_number(text, 0xffffffffUL))
+        return *value;
+    throw UsageError(std::string("Invalid ") + what + ": " + text);
+}
+
+// Every option that takes an fd: bwrap's words ("Invalid fd: abc"), which
+// scripts match.
+int parse_fd(const std::string& text)
+{
+    if (auto fd = parse_number(text, 0x80000000UL))
+        return static_cast<int>(*fd);
+    throw UsageError("Invalid fd: " + text);
 }
 
 uint16_t parse_port(const std::string& option, const std::string& text)
 {
-    unsigned long port = parse_id(option, text);
-    if (port < 1 || port > 65535)
+    std::optional<unsigned long> port = parse_number(text, 65536);
+    if (!port || *port < 1)
         throw UsageError("Invalid " + option + " port: " + text + " (1-65535)");
-    return static_cast<uint16_t>(port);
+    return static_cast<uint16_t>(*port);
 }
 
 // --proxy-env PORT: what HTTP clients (curl, Python, Node with
@@ -167,15 +178,14 @@ Handler data(mount::DataKind kind, mode_t fallback)
 {
     return [kind, fallback](Options& o, const std::vector<std::string>& a) {
         auto [mode, parents] = take_perms(o, fallback);
-        o.mounts.push_back(mount::Data{parse_fd(mount::option_of(kind), a[0]), a[1], kind, mode, parents});
+        o.mounts.push_back(mount::Data{parse_fd(a[0]), a[1], kind, mode, parents});
     };
 }
 
 Handler bind_fd(mount::BindKind kind)
 {
     return [kind](Options& o, const std::vector<std::string>& a) {
-        const char* name = kind == mount::BindKind::ReadOnly ? "--ro-bind-fd" : "--bind-fd";
-        o.mounts.push_back(mount::Bind{"", a[1], kind, false, parse_fd(name, a[0])});
+        o.mounts.push_back(mount::Bind{"", a[1], kind, false, parse_fd(a[0])});
     };
 }
 
@@ -200,9 +210,20 @@ Handler overlay(mount::OverlayKind kind)
     };
 }
 
+// bwrap's rule for an option that holds one value: a repeat replaces the
+// value given before, with a warning (said even when both are the same).
+void note_repeat(Options& o, bool given_before, const char* option)
+{
+    if (given_before)
+        o.warnings.push_back(std::string("Only the last ") + option + " option will take effect");
+}
+
 Handler fd_option(int ns::FdNumbers::*member, const char* option)
 {
-    return [member, option](Options& o, const std::vector<std::string>& a) { o.fds.*member = parse_fd(option, a[0]); };
+    return [member, option](Options& o, const std::vector<std::string>& a) {
+        note_repeat(o, o.fds.*member >= 0, option);
+        o.fds.*member = parse_fd(a[0]);
+    };
 }
 
 // bwrap's rules: --seccomp and --add-seccomp-fd exclude each other; a later
@@ -210,7 +231,7 @@ Handler fd_option(int ns::FdNumbers::*member, const char* option)
 void add_seccomp(Options& o, bool repeatable, const std::string& fd_text)
 {
     const std::string option = repeatable ? "--add-seccomp-fd" : "--seccomp";
-    int fd = parse_fd(option, fd_text);
+    int fd = parse_fd(fd_text);
     if (!o.seccomp.empty()) {
         bool had_repeatable = o.seccomp.back().option.rfind("--add-seccomp-fd", 0) == 0;
         if (repeatable && !had_repeatable)
@@ -218,7 +239,7 @@ void add_seccomp(Options& o, bool repeatable, const std::string& fd_text)
         if (!repeatable && had_repeatable)
             throw UsageError("--seccomp cannot be combined with --add-seccomp-fd");
         if (!repeatable) {
-            o.warnings.push_back("Only the last --seccomp option will take effect");
+            note_repeat(o, true, "--seccomp");
             o.seccomp.clear();
         }
     }
@@ -259,12 +280,25 @@ const std::vector<Spec>& specs()
         {"unshare-cgroup", "", "Create a new cgroup namespace", flag(&Options::unshare_cgroup)},
         {"unshare-cgroup-try", "", "Create a new cgroup namespace if possible", flag(&Options::unshare_cgroup_try)},
         {"uid", "UID", "Uid in the sandbox (needs a user namespace)",
-         [](Options& o, const V& a) { o.uid = static_cast<uid_t>(parse_id("--uid", a[0])); }},
+         [](Options& o, const V& a) {
+             note_repeat(o, o.uid.has_value(), "--uid");
+             o.uid = static_cast<uid_t>(parse_ugid("uid", a[0]));
+         }},
         {"gid", "GID", "Gid in the sandbox (needs a user namespace)",
-         [](Options& o, const V& a) { o.gid = static_cast<gid_t>(parse_id("--gid", a[0])); }},
+         [](Options& o, const V& a) {
+             note_repeat(o, o.gid.has_value(), "--gid");
+             o.gid = static_cast<gid_t>(parse_ugid("gid", a[0]));
+         }},
         {"hostname", "NAME", "Hostname in the sandbox (needs --unshare-uts)",
-         [](Options& o, const V& a) { o.process.hostname = a[0]; }},
-        {"chdir", "DIR", "Change directory to DIR", [](Options& o, const V& a) { o.process.chdir = a[0]; }},
+         [](Options& o, const V& a) {
+             note_repeat(o, o.process.hostname.has_value(), "--hostname");
+             o.process.hostname = a[0];
+         }},
+        {"chdir", "DIR", "Change directory to DIR",
+         [](Options& o, const V& a) {
+             note_repeat(o, o.process.chdir.has_value(), "--chdir");
+             o.process.chdir = a[0];
+         }},
         {"clearenv", "", "Unset all environment variables",
          [](Options& o, const V&) { o.env.push_back(ns::ClearEnv{}); }},
         {"setenv", "VAR VALUE", "Set an environment variable",
@@ -346,10 +380,9 @@ const std::vector<Spec>& specs()
         {"die-with-parent", "", "Kill the sandbox when cocoon's parent (or cocoon) dies",
          process_flag(&ns::ProcessOptions::die_with_parent)},
         {"as-pid-1", "", "Run the command as PID 1 (no reaper)", process_flag(&ns::ProcessOptions::as_pid_1)},
-        {"info-fd", "FD", "Write information about the sandbox to FD",
-         [](Options& o, const V& a) { o.fds.info = parse_fd("--info-fd", a[0]); }},
+        {"info-fd", "FD", "Write information about the sandbox to FD", fd_option(&ns::FdNumbers::info, "--info-fd")},
         {"json-status-fd", "FD", "Write the sandbox's status to FD as JSON lines",
-         [](Options& o, const V& a) { o.fds.json_status = parse_fd("--json-status-fd", a[0]); }},
+         fd_option(&ns::FdNumbers::json_status, "--json-status-fd")},
         {"sync-fd", "FD", "Keep FD open in the sandbox while it runs", fd_option(&ns::FdNumbers::sync, "--sync-fd")},
         {"block-fd", "FD", "Before running the command, wait until FD is readable",
          fd_option(&ns::FdNumbers::block, "--block-fd")},
@@ -467,7 +500,7 @@ std::vector<std::string> split_nul(const std::string& data)
 // the caller believes apply.
 std::vector<std::string> read_args_file(const Table& t, const std::string& fd_text, const FdReader& read)
 {
-    int fd = parse_fd("--args", fd_text);
+    int fd = parse_fd(fd_text);
     std::vector<std::string> words = split_nul(read(fd, "Can't read --args data from fd " + std::to_string(fd)));
     for (size_t i = 0; i < words.size();) {
         const std::string& arg = words[i];
@@ -544,8 +577,15 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
     o.next_perms.reset();
     o.next_size.reset();
     // Read after parsing, so only the --seccomp that takes effect is read.
-    for (SeccompInput& in : o.seccomp)
-        in.bytes = read(in.fd, "Can't read seccomp data from " + in.option);
+    // A failure reads as bwrap words it ("Can't read seccomp data: Bad file
+    // descriptor"), then the option that named the fd.
+    for (SeccompInput& in : o.seccomp) {
+        try {
+            in.bytes = read(in.fd, "Can't read seccomp data");
+        } catch (const SysError& e) {
+            throw UsageError(std::string(e.what()) + " (" + in.option + ")");
+        }
+    }
     o.command.assign(args.begin() + static_cast<long>(command), args.end());
     return o;
 }

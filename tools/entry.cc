@@ -130,7 +130,8 @@ int cocoon_main(int argc, char** argv)
         Options options = parse_args(args);
         level_prefix = level_prefix || options.level_prefix;
         if (options.help) {
-            std::fputs(usage(prog).c_str(), stdout);
+            // bwrap's first line names the path it was run by, as given.
+            std::fputs(usage(argc > 0 ? argv[0] : prog).c_str(), stdout);
             return 0;
         }
         if (options.version) {

@@ -14,14 +14,17 @@ namespace cocoon::tools {
 
 std::vector<sock_filter> seccomp_program(const SeccompInput& in)
 {
-    // The kernel takes at most BPF_MAXINSNS instructions of 8 bytes each; an
-    // empty or ragged program can only be a mistake, refused before any
-    // process exists rather than by prctl in the sandbox.
+    // bwrap's check and words first (scripts match them); then cocoon's own:
+    // the kernel takes 1 to BPF_MAXINSNS instructions, and an empty or
+    // oversized program is refused before any process exists rather than by
+    // prctl in the sandbox.
     const size_t size = in.bytes.size();
-    if (size == 0 || size % sizeof(sock_filter) != 0 || size > BPF_MAXINSNS * sizeof(sock_filter))
+    if (size % sizeof(sock_filter) != 0)
+        throw UsageError("Invalid seccomp data, must be multiple of 8 (" + in.option + ": " + std::to_string(size) +
+                         " bytes)");
+    if (size == 0 || size > BPF_MAXINSNS * sizeof(sock_filter))
         throw UsageError("Invalid seccomp data from " + in.option + ": " + std::to_string(size) +
-                         " bytes; a compiled cBPF program is a non-empty multiple of 8 bytes, at most " +
-                         std::to_string(BPF_MAXINSNS) + " instructions");
+                         " bytes; a compiled cBPF program has 1 to " + std::to_string(BPF_MAXINSNS) + " instructions");
     std::vector<sock_filter> program(size / sizeof(sock_filter));
     std::memcpy(program.data(), in.bytes.data(), size);
     return program;
@@ -120,6 +123,7 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
 
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
     plan.mounts.no_follow_sources = o.no_follow_sources;
+    plan.mounts.own_pid_ns = o.unshare_pid || o.fds.pidns >= 0;
     plan.env = ns::build_env(host.environ, o.env);
     plan.host_cwd = host.cwd;
 

@@ -212,6 +212,18 @@ TEST(CocoonMain, HelpListsEveryOption)
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 
+TEST(CocoonMain, HelpNamesThePathItWasRunBy)
+{
+    // bwrap's first line, with argv[0] as given (scripts match it).
+    for (const char* argv0 : {"cocoon", "/usr/local/bin/bwrap", "./build/tools/cocoon"}) {
+        testing::internal::CaptureStdout();
+        EXPECT_EQ(run_main({argv0, "--help"}), 0);
+        std::string help = testing::internal::GetCapturedStdout();
+        EXPECT_EQ(help.substr(0, help.find('\n')),
+                  std::string("usage: ") + argv0 + " [OPTIONS...] [--] COMMAND [ARGS...]");
+    }
+}
+
 TEST(ParseArgs, RelayAndProxyEnv)
 {
     Options o = parse_args({"--unshare-net", "--relay", "3128", "/run/proxy.sock", "--proxy-env", "3128", "true"});
@@ -307,6 +319,19 @@ ns::LaunchPlan plan_for(std::vector<std::string> args, const tools::HostFacts& h
 
 }  // namespace
 
+TEST(MakePlan, ProcKnowsWhetherThePidNamespaceIsOwn)
+{
+    // bwrap's rule: a new procfs with a new or joined PID namespace, the
+    // host's /proc bound otherwise; mount::apply reads the fact.
+    for (const auto& host : {user_host(), root_host()}) {
+        EXPECT_FALSE(plan_for({"--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+        EXPECT_FALSE(plan_for({"--unshare-user", "--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+        EXPECT_TRUE(plan_for({"--unshare-pid", "--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+        EXPECT_TRUE(plan_for({"--unshare-all", "--proc", "/proc", "true"}, host).mounts.own_pid_ns);
+    }
+    EXPECT_TRUE(plan_for({"--userns", "5", "--pidns", "6", "--proc", "/proc", "true"}, root_host()).mounts.own_pid_ns);
+}
+
 TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
 {
     Options o = parse_args({"--file", "3", "/f", "--bind-data", "4", "/bd", "--ro-bind-data", "5", "/rbd", "--dir",
@@ -395,8 +420,8 @@ TEST(ParseArgs, ChmodMqueueAndBindFdKeepTheirPlace)
     EXPECT_FALSE(op<mount::Bind>(o, 3).optional);
     EXPECT_EQ(op<mount::Bind>(o, 4).fd, 4);
     EXPECT_EQ(op<mount::Bind>(o, 4).kind, mount::BindKind::ReadOnly);
-    EXPECT_EQ(parse_error({"--file", "abc", "/f", "true"}), "Invalid --file argument: abc");
-    EXPECT_EQ(parse_error({"--ro-bind-fd", "-1", "/f", "true"}), "Invalid --ro-bind-fd argument: -1");
+    EXPECT_EQ(parse_error({"--file", "abc", "/f", "true"}), "Invalid fd: abc");
+    EXPECT_EQ(parse_error({"--ro-bind-fd", "-1", "/f", "true"}), "Invalid fd: -1");
     EXPECT_EQ(parse_error({"--bind-data", "3"}), "--bind-data takes 2 arguments");
 }
 
@@ -463,7 +488,7 @@ TEST(ParseArgs, ArgsFileErrors)
     EXPECT_EQ(message({{3, "--setenv\0A\0"s}}, {"--args", "3", "B", "true"}), "--setenv takes 2 arguments");
     EXPECT_EQ(message({{3, "--frob\0"s}}, {"--args", "3", "true"}), "Unknown option --frob");
     EXPECT_EQ(message({}, {"--args", "9", "true"}), "Can't read --args data from fd 9: Bad file descriptor");
-    EXPECT_EQ(message({}, {"--args", "x", "true"}), "Invalid --args argument: x");
+    EXPECT_EQ(message({}, {"--args", "x", "true"}), "Invalid fd: x");
     EXPECT_EQ(message({}, {"--args"}), "--args takes 1 argument");
 }
 
@@ -475,10 +500,47 @@ TEST(ParseArgs, FdOptions)
     EXPECT_EQ(o.fds.block, 6);
     EXPECT_EQ(o.fds.userns_block, 7);
     EXPECT_EQ(o.process.lock_files, (std::vector<std::string>{"/a", "b"}));
-    for (const char* option : {"--sync-fd", "--block-fd", "--userns-block-fd", "--seccomp", "--add-seccomp-fd"}) {
-        EXPECT_THROW(parse_args({option, "-1", "true"}), UsageError) << option;
-        EXPECT_THROW(parse_args({option, "3x", "true"}), UsageError) << option;
+    // bwrap's words for every option that takes an fd, whatever is wrong with it.
+    for (const char* option : {"--args", "--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd",
+                               "--info-fd", "--json-status-fd", "--sync-fd", "--block-fd", "--userns-block-fd",
+                               "--userns", "--userns2", "--pidns", "--seccomp", "--add-seccomp-fd"}) {
+        const bool two = std::string(option).find("bind") != std::string::npos || std::string(option) == "--file";
+        for (const char* bad : {"-1", "3x", "", "2147483648"}) {
+            std::vector<std::string> args{option, bad};
+            if (two)
+                args.push_back("/d");
+            args.push_back("true");
+            EXPECT_EQ(parse_error(args), std::string("Invalid fd: ") + bad) << option;
+        }
     }
+    EXPECT_EQ(parse_error({"--uid", "abc", "true"}), "Invalid uid: abc");
+    EXPECT_EQ(parse_error({"--gid", "-1", "true"}), "Invalid gid: -1");
+}
+
+TEST(ParseArgs, RepeatedSingleValueOptionsWarnAndTheLastCounts)
+{
+    // bwrap's list of options that hold one value, each given twice.
+    const std::vector<std::pair<std::string, std::string>> single = {
+        {"--chdir", "/a"},           {"--hostname", "h"},       {"--uid", "5"},      {"--gid", "6"},
+        {"--info-fd", "7"},          {"--json-status-fd", "8"}, {"--sync-fd", "9"},  {"--block-fd", "10"},
+        {"--userns-block-fd", "11"}, {"--userns", "12"},        {"--userns2", "13"}, {"--pidns", "14"}};
+    for (const auto& [option, value] : single) {
+        Options o = parse_args({option, "1", option, value, "true"});
+        EXPECT_EQ(o.warnings, std::vector<std::string>{"Only the last " + option + " option will take effect"})
+            << option;
+        Options once = parse_args({option, value, "true"});
+        EXPECT_TRUE(once.warnings.empty()) << option;
+    }
+    Options o = parse_args({"--chdir", "/a", "--uid", "1", "--chdir", "/b", "--uid", "2", "--chdir", "/c", "true"});
+    EXPECT_EQ(o.process.chdir, "/c");
+    EXPECT_EQ(o.uid, 2u);
+    EXPECT_EQ(o.warnings, (std::vector<std::string>{"Only the last --chdir option will take effect",
+                                                    "Only the last --uid option will take effect",
+                                                    "Only the last --chdir option will take effect"}));
+    // Repeatable options say nothing.
+    EXPECT_TRUE(
+        parse_args({"--lock-file", "/a", "--lock-file", "/b", "--setenv", "A", "1", "--setenv", "A", "2", "true"})
+            .warnings.empty());
 }
 
 TEST(ParseArgs, SeccompRules)
@@ -513,11 +575,18 @@ TEST(ParseArgs, SeccompRules)
     } catch (const UsageError& e) {
         EXPECT_STREQ(e.what(), "--seccomp cannot be combined with --add-seccomp-fd");
     }
+    // bwrap's words, then which option named the fd.
     try {
         parse_args({"--seccomp", "9", "true"}, fds.reader());
         FAIL();
-    } catch (const SysError& e) {
-        EXPECT_STREQ(e.what(), "Can't read seccomp data from --seccomp 9: Bad file descriptor");
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "Can't read seccomp data: Bad file descriptor (--seccomp 9)");
+    }
+    try {
+        parse_args({"--add-seccomp-fd", "5", "--add-seccomp-fd", "9", "true"}, fds.reader());
+        FAIL();
+    } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "Can't read seccomp data: Bad file descriptor (--add-seccomp-fd 9)");
     }
 }
 
@@ -528,7 +597,13 @@ TEST(MakePlan, SeccompProgramSize)
             return tools::seccomp_program(tools::SeccompInput{"--seccomp 5", 5, std::string(bytes, 'x')}).size() ==
                    bytes / 8;
         } catch (const UsageError& e) {
-            EXPECT_EQ(std::string(e.what()).rfind("Invalid seccomp data from --seccomp 5: ", 0), 0u) << e.what();
+            // bwrap's check, and its words, come first: a ragged size is
+            // reported as such, an empty program only by cocoon's own check.
+            const std::string want =
+                bytes % 8 != 0
+                    ? "Invalid seccomp data, must be multiple of 8 (--seccomp 5: " + std::to_string(bytes) + " bytes)"
+                    : "Invalid seccomp data from --seccomp 5: ";
+            EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
             return false;
         }
     };
@@ -537,6 +612,7 @@ TEST(MakePlan, SeccompProgramSize)
     EXPECT_FALSE(size_ok(0));
     EXPECT_FALSE(size_ok(3));
     EXPECT_FALSE(size_ok(12));
+    EXPECT_FALSE(size_ok(4097 * 8 + 1));
     EXPECT_FALSE(size_ok(4097 * 8));
     // The instructions keep their bytes.
     std::string bytes = "\x06\x00\x00\x00\x00\x00\xff\x7f"s;  // BPF_RET|BPF_K, SECCOMP_RET_ALLOW
