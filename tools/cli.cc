@@ -436,6 +436,8 @@ const std::vector<Spec>& extension_specs()
          }},
         {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
          [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
+        {"check", "", "Report what this host allows a sandbox, then exit (0: a default sandbox can run)",
+         flag(&Options::check)},
         {"no-follow-sources", "", "Refuse a host source path (bind, overlay) that goes through a symlink",
          flag(&Options::no_follow_sources)},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",

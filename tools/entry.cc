@@ -19,6 +19,7 @@
 #include "base/sys_error.h"
 #include "ns/join.h"
 #include "ns/launch.h"
+#include "tools/check.h"
 #include "tools/options.h"
 #include "tools/plan.h"
 
@@ -134,6 +135,8 @@ int cocoon_main(int argc, char** argv)
             std::fputs(usage(argc > 0 ? argv[0] : prog).c_str(), stdout);
             return 0;
         }
+        if (options.check)
+            return run_check();
         if (options.version) {
             std::printf("cocoon %s\n", kVersion);
             return 0;

@@ -27,6 +27,7 @@ struct SeccompInput {
 struct Options {
     bool help = false;
     bool version = false;
+    bool check = false;  // --check
 
     bool unshare_user = false;
     bool unshare_user_try = false;

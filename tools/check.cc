@@ -1,0 +1,208 @@
+// cocoon --check: what this host allows a sandbox, one line per feature, each
+// "no" with what to do about it. Every probe runs in a short-lived child, so
+// nothing of it touches cocoon's own process or stays on the host.
+#include "tools/check.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/netlink.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "base/sys.h"
+#include "base/unique_fd.h"
+
+namespace cocoon::tools {
+namespace {
+
+// Runs probe in a forked child; its exit code is 0 for yes, else an errno.
+int in_child(const std::function<int()>& probe)
+{
+    pid_t pid = ::fork();
+    if (pid < 0)
+        return errno;
+    if (pid == 0)
+        ::_exit(probe());
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+}
+
+// Maps the caller's uid and gid to root in the user namespace just made.
+bool map_ids(uid_t uid, gid_t gid)
+{
+    try {
+        sys::write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1\n");
+        sys::write_file("/proc/self/setgroups", "deny");
+        sys::write_file("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1\n");
+        return true;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+// A new user namespace (when not root) plus `more`; 0 or an errno.
+int enter(int more)
+{
+    const uid_t uid = ::getuid();
+    const gid_t gid = ::getgid();
+    const int user = uid == 0 ? 0 : CLONE_NEWUSER;
+    if (::unshare(user | more) < 0)
+        return errno;
+    if (user && !map_ids(uid, gid))
+        return EPERM;
+    return 0;
+}
+
+std::string read_line(const char* path)
+{
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+struct Report {
+    bool runnable = true;
+    void line(bool ok, const std::string& what, const std::string& fix, bool needed)
+    {
+        std::printf("%-4s %s%s\n", ok ? "yes" : "no", what.c_str(), ok || fix.empty() ? "" : (": " + fix).c_str());
+        if (!ok && needed)
+            runnable = false;
+    }
+};
+
+}  // namespace
+
+int run_check()
+{
+    Report r;
+    const bool root = ::getuid() == 0;
+
+    // 1. User namespaces: needed by every unprivileged caller.
+    const std::string max_userns = read_line("/proc/sys/user/max_user_namespaces");
+    const std::string debian_knob = read_line("/proc/sys/kernel/unprivileged_userns_clone");
+    const std::string apparmor_knob = read_line("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    int userns = in_child([] { return ::unshare(CLONE_NEWUSER) < 0 ? errno : 0; });
+    std::string fix;
+    if (max_userns == "0")
+        fix = "user.max_user_namespaces is 0 (sysctl -w user.max_user_namespaces=15000)";
+    else if (debian_knob == "0")
+        fix = "kernel.unprivileged_userns_clone is 0 (sysctl -w kernel.unprivileged_userns_clone=1)";
+    else if (apparmor_knob == "1")
+        fix = "AppArmor restricts them (kernel.apparmor_restrict_unprivileged_userns=1): install the "
+              "cocoon profile (README, \"AppArmor\")";
+    else
+        fix = std::strerror(userns);
+    r.line(userns == 0, "user namespaces", fix, !root);
+    if (!apparmor_knob.empty())
+        r.line(apparmor_knob != "1" || userns == 0, "AppArmor allows cocoon user namespaces",
+               "install the cocoon profile (README, \"AppArmor\")", !root);
+
+    // 2. The namespaces --unshare-all asks for, made as the caller would.
+    int all = in_child([] {
+        return enter(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP);
+    });
+    r.line(all == 0, "mount, PID, network, IPC, UTS and cgroup namespaces", all ? std::string(std::strerror(all)) : "",
+           true);
+
+    // 3. The new mount API and openat2 (Linux 5.12 and later).
+    int api = in_child([] {
+        if (int err = enter(CLONE_NEWNS))
+            return err;
+        UniqueFd fs(::fsopen("tmpfs", FSOPEN_CLOEXEC));
+        if (!fs)
+            return errno;
+        open_how how{};
+        how.flags = O_PATH | O_CLOEXEC;
+        how.resolve = RESOLVE_IN_ROOT;
+        long fd = ::syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
+        if (fd < 0)
+            return errno;
+        return 0;
+    });
+    r.line(api == 0, "new mount API and openat2",
+           api ? "needs Linux 5.12 or later (" + std::string(std::strerror(api)) + ")" : "", true);
+
+    // 4. Netlink in a new network namespace (rtnetlink's fallback for lo).
+    int netlink = in_child([] {
+        if (int err = enter(CLONE_NEWNET))
+            return err;
+        UniqueFd sock(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+        return sock ? 0 : errno;
+    });
+    r.line(netlink == 0, "netlink in a new network namespace", netlink ? std::strerror(netlink) : "", false);
+
+    // 5. seccomp filters (--seccomp, --add-seccomp-fd, the default policy).
+    int seccomp = in_child([] {
+        unsigned action = SECCOMP_RET_ERRNO;
+        return ::syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) < 0 ? errno : 0;
+    });
+    r.line(seccomp == 0, "seccomp filters", seccomp ? "the kernel lacks CONFIG_SECCOMP_FILTER" : "", false);
+
+    // 6. overlayfs where the caller's sandboxes run (--overlay and friends).
+    int overlay = in_child([] {
+        if (int err = enter(CLONE_NEWNS))
+            return err;
+        UniqueFd fs(::fsopen("overlay", FSOPEN_CLOEXEC));
+        return fs ? 0 : errno;
+    });
+    r.line(overlay == 0, root ? "overlayfs" : "overlayfs in a user namespace",
+           overlay ? "needs overlayfs (Linux 5.11 or later for user namespaces): " + std::string(std::strerror(overlay))
+                   : "",
+           false);
+
+    // 7. cgroup v2, and whether the caller's own cgroup may get children
+    // (delegation): what resource accounting and limits will use.
+    // cgroup2 wherever it is mounted (a hybrid host has it beside v1).
+    std::string cg_root;
+    std::ifstream mounts("/proc/self/mountinfo");
+    for (std::string line; cg_root.empty() && std::getline(mounts, line);)
+        if (size_t dash = line.find(" - cgroup2 "); dash != std::string::npos) {
+            size_t at = 0;
+            for (int field = 0; field < 4 && at != std::string::npos; ++field)
+                at = line.find(' ', at + 1);
+            if (at != std::string::npos)
+                cg_root = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
+        }
+    std::string controllers, delegated_dir;
+    bool delegated = false;
+    if (!cg_root.empty()) {
+        controllers = read_line((cg_root + "/cgroup.controllers").c_str());
+        std::ifstream own("/proc/self/cgroup");
+        for (std::string line; std::getline(own, line);)
+            if (line.rfind("0::", 0) == 0)
+                delegated_dir = cg_root + line.substr(3);
+        delegated = !delegated_dir.empty() && ::access((delegated_dir + "/cgroup.procs").c_str(), W_OK) == 0 &&
+                    ::access(delegated_dir.c_str(), W_OK) == 0;
+    }
+    r.line(!cg_root.empty(), "cgroup v2" + (cg_root.empty() ? std::string() : " at " + cg_root),
+           "not mounted: resource use is sampled, --memory-max and --pids-max are unavailable", false);
+    if (!cg_root.empty()) {
+        const bool memory = (" " + controllers + " ").find(" memory ") != std::string::npos;
+        const bool pids = (" " + controllers + " ").find(" pids ") != std::string::npos;
+        r.line(memory && pids, "cgroup v2 memory and pids controllers (" + controllers + ")",
+               "missing: resource use is sampled, --memory-max and --pids-max are unavailable", false);
+        r.line(delegated, "own cgroup delegated (writable)",
+               "run under a delegated cgroup (systemd-run --user --scope -p Delegate=yes ...)", false);
+    }
+
+    std::printf("%s\n", r.runnable ? "a default sandbox can run here" : "a default sandbox cannot run here");
+    return r.runnable ? 0 : 1;
+}
+
+}  // namespace cocoon::tools
