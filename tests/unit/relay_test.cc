@@ -48,6 +48,22 @@ protected:
         return addr;
     }
     std::string socket_path() const { return m_dir / "proxy.sock"; }
+
+    // One connection through a running relay: a proxy listening on
+    // socket_path(), the relay and its thread, the client's end and the
+    // proxy's (server is invalid if the relay never connected).
+    struct Connected {
+        explicit Connected(RelayTest& test)
+            : proxy(listen_on(unix_address(test.socket_path()))), addr(test.listen(relay)), runner(relay),
+              client(connect_to(addr)), server(accept_one(proxy.get()))
+        {
+        }
+        UniqueFd proxy;
+        relay::Relay relay;
+        Address addr;
+        RelayRunner runner;
+        UniqueFd client, server;
+    };
     void check_cap(bool upload);
 
     test::TempDir m_dir;
@@ -61,13 +77,8 @@ private:
 TEST_F(RelayTest, CarriesEveryByteBothWaysAtOnce)
 {
     constexpr uint64_t kBytes = 256 * kMiB;
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd client = connect_to(addr);
-    UniqueFd server = accept_one(proxy.get());
+    Connected connected(*this);
+    auto& [proxy, relay, addr, runner, client, server] = connected;
     ASSERT_TRUE(server);
     Received at_server, at_client;
     const auto start = Clock::now();
@@ -99,13 +110,8 @@ TEST_F(RelayTest, CarriesEveryByteBothWaysAtOnce)
 TEST_F(RelayTest, HalfCloseFromClientStillCarriesTheReply)
 {
     constexpr uint64_t kRequest = uint64_t{100} * 1024, kReply = 8 * kMiB;
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd client = connect_to(addr);
-    UniqueFd server = accept_one(proxy.get());
+    Connected connected(*this);
+    auto& [proxy, relay, addr, runner, client, server] = connected;
     ASSERT_TRUE(server);
     ASSERT_EQ(send_pattern(client.get(), 0, kRequest), kRequest);
     ASSERT_EQ(::shutdown(client.get(), SHUT_WR), 0);
@@ -130,13 +136,8 @@ TEST_F(RelayTest, HalfCloseFromClientStillCarriesTheReply)
 TEST_F(RelayTest, HalfCloseFromProxyStillCarriesTheRequest)
 {
     constexpr uint64_t kRequest = 8 * kMiB;
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd client = connect_to(addr);
-    UniqueFd server = accept_one(proxy.get());
+    Connected connected(*this);
+    auto& [proxy, relay, addr, runner, client, server] = connected;
     ASSERT_TRUE(server);
     ASSERT_EQ(::shutdown(server.get(), SHUT_WR), 0);
     char byte;
@@ -156,13 +157,8 @@ TEST_F(RelayTest, HalfCloseFromProxyStillCarriesTheRequest)
 
 TEST_F(RelayTest, ResetByProxyResetsTheClient)
 {
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd client = connect_to(addr);
-    UniqueFd server = accept_one(proxy.get());
+    Connected connected(*this);
+    auto& [proxy, relay, addr, runner, client, server] = connected;
     ASSERT_TRUE(server);
     ASSERT_TRUE(send_all(client.get(), "unread", 6));
     pollfd pfd{server.get(), POLLIN, 0};
@@ -181,13 +177,8 @@ TEST_F(RelayTest, ResetByProxyResetsTheClient)
 
 TEST_F(RelayTest, ResetByClientClosesTheProxySide)
 {
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd client = connect_to(addr);
-    UniqueFd server = accept_one(proxy.get());
+    Connected connected(*this);
+    auto& [proxy, relay, addr, runner, client, server] = connected;
     ASSERT_TRUE(server);
     ASSERT_TRUE(send_all(client.get(), "x", 1));
     char byte;
@@ -206,13 +197,8 @@ TEST_F(RelayTest, ResetByClientClosesTheProxySide)
 
 TEST_F(RelayTest, WritingToAGonePeerResetsWithoutASignal)
 {
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd client = connect_to(addr);
-    UniqueFd server = accept_one(proxy.get());
+    Connected connected(*this);
+    auto& [proxy, relay, addr, runner, client, server] = connected;
     ASSERT_TRUE(server);
     // The proxy takes what came and closes cleanly; the client goes on sending. The relay's next
     // send to the proxy fails with EPIPE (SIGPIPE, without MSG_NOSIGNAL), which resets the client.
