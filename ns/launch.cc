@@ -355,7 +355,11 @@ void release_command(int go)
         // the new image has made itself non-dumpable again.
         for (int fd : {sock, go.get()})
             check(::fcntl(fd, F_SETFD, 0), "fcntl(F_SETFD)");
-        const std::string args[] = {"cocoon",
+        // The new image keeps this process's name (bwrap's PID 1 is called
+        // as the caller called it), which exec would replace.
+        char name[16] = {};
+        ::prctl(PR_GET_NAME, name, 0, 0, 0);
+        const std::string args[] = {name,
                                     kPid1Mode,
                                     std::to_string(command),
                                     plan.process.forward_signals ? "1" : "0",
@@ -512,6 +516,7 @@ void pid1_main(const std::vector<std::string>& args)
     // command is held until release_command, below).
     if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || args.size() != 5 || ::getpid() != 1)
         ::_exit(1);
+    ::prctl(PR_SET_NAME, program_invocation_name, 0, 0, 0);
     auto number = [](const std::string& text) { return static_cast<int>(std::strtol(text.c_str(), nullptr, 10)); };
     const pid_t command = number(args[1]);
     const int sock = number(args[3]), go = number(args[4]);

@@ -310,8 +310,8 @@ const std::vector<Row>& rows()
          .options = cat({kOwnProc, {"--seccomp", "5"}}),
          .fds = {{5, Fd::Data, ""}},
          .differs =
-             {"+err bwrap: Invalid seccomp data from --seccomp 5: 0 bytes; a compiled cBPF program is a non-empty "
-              "multiple of 8 bytes, at most 4096 instructions",
+             {"+err bwrap: Invalid seccomp data from --seccomp 5: 0 bytes; a compiled cBPF program has 1 to 4096 "
+              "instructions",
               "-err bwrap: Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP) reported EINVAL. "
               "(Hint: this requires a kernel configured with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER.)"}},
         {.name = "args",
