@@ -478,6 +478,10 @@ struct Applier {
         std::vector<std::pair<const char*, std::string>> params{{"mode", octal(t.mode)}};
         if (t.size > 0)
             params.emplace_back("size", std::to_string(t.size));
+        if (t.uid)
+            params.emplace_back("uid", std::to_string(*t.uid));
+        if (t.gid)
+            params.emplace_back("gid", std::to_string(*t.gid));
         UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, t.dest);
         attach(mnt.get(), target.fd.get(), what);
     }

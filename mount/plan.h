@@ -39,6 +39,11 @@ struct Tmpfs {
     mode_t mode = kDirMode;
     unsigned long long size = 0;  // --size in bytes; 0: the kernel's default
     mode_t parent_mode = kDirMode;
+    bool fresh_home = false;  // --fresh-home (mode 0700, owned by the command)
+    // The root directory's owner (ids as the setup process sees them) where it
+    // is not the setup process itself (--uid with --userns); else unset.
+    std::optional<uid_t> uid = std::nullopt;
+    std::optional<gid_t> gid = std::nullopt;
 };
 // --proc: a new procfs, or the host's /proc bound (see Plan::own_pid_ns).
 struct Proc {

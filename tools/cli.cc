@@ -327,6 +327,13 @@ const std::vector<Spec>& specs()
              unsigned long long size = std::exchange(o.next_size, std::nullopt).value_or(0);
              o.mounts.push_back(mount::Tmpfs{a[0], mode, size, parents});
          }},
+        {"fresh-home", "PATH", "Mount an empty tmpfs (mode 0700, the command's) on PATH and set HOME=PATH",
+         [](Options& o, const V& a) {
+             mount::Tmpfs home{a[0], 0700};
+             home.fresh_home = true;
+             o.mounts.push_back(std::move(home));
+             o.env.push_back(ns::SetEnv{"HOME", a[0]});
+         }},
         {"mqueue", "DEST", "Mount a new mqueue on DEST",
          [](Options& o, const V& a) { o.mounts.push_back(mount::Mqueue{a[0]}); }},
         {"dir", "DEST", "Create a directory at DEST",

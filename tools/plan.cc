@@ -122,6 +122,13 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     }
 
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
+    // --fresh-home belongs to the command: the setup process that mounts it
+    // has the command's ids, except when --uid/--gid switch inside --userns.
+    for (mount::Op& op : plan.mounts.ops)
+        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && t->fresh_home) {
+            t->uid = plan.switch_uid;
+            t->gid = plan.switch_gid;
+        }
     plan.mounts.no_follow_sources = o.no_follow_sources;
     plan.mounts.own_pid_ns = o.unshare_pid || o.fds.pidns >= 0;
     plan.env = ns::build_env(host.environ, o.env);

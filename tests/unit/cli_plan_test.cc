@@ -916,3 +916,26 @@ TEST(MakePlan, NoFollowSourcesReachesTheMountPlan)
     auto plan = tools::make_launch_plan(parse_args({"--bind", "/a", "/a", "--no-follow-sources", "true"}), user_host());
     EXPECT_TRUE(plan.mounts.no_follow_sources);
 }
+
+TEST(MakePlan, FreshHomeIsAPrivateTmpfsAndHome)
+{
+    auto plan = tools::make_launch_plan(parse_args({"--fresh-home", "/home/a", "true"}), user_host());
+    const mount::Tmpfs* home = nullptr;
+    for (const mount::Op& op : plan.mounts.ops)
+        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && t->dest == "/home/a")
+            home = t;
+    ASSERT_TRUE(home);
+    EXPECT_TRUE(home->fresh_home);
+    EXPECT_EQ(home->mode, 0700u);
+    EXPECT_FALSE(home->uid);  // the setup process has the command's ids
+    EXPECT_NE(std::find(plan.env.begin(), plan.env.end(), "HOME=/home/a"), plan.env.end());
+    // --uid inside a joined user namespace: the command switches ids, so the
+    // tmpfs is made with them.
+    plan = tools::make_launch_plan(
+        parse_args({"--userns", "5", "--uid", "7", "--gid", "8", "--fresh-home", "/h", "true"}), user_host());
+    for (const mount::Op& op : plan.mounts.ops)
+        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && t->dest == "/h") {
+            EXPECT_EQ(t->uid, std::optional<uid_t>(7));
+            EXPECT_EQ(t->gid, std::optional<gid_t>(8));
+        }
+}
