@@ -322,6 +322,10 @@ void release_command(int go)
 [[noreturn]] void reap(pid_t command, bool forward, int sock)
 {
     int status = reaper::run(command, forward);
+    // A new PID namespace's init (never a holder outside one: -1 would mean
+    // every process of the caller's) ends what is left, for the report.
+    if (::getpid() == 1)
+        reaper::end_leftovers();
     send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
     ::_exit(reaper::exit_code(status));
@@ -528,6 +532,7 @@ void pid1_main(const std::vector<std::string>& args)
 
 int launch(const LaunchPlan& plan, CallerFds fds)
 {
+    UsageMeter usage;  // the report's clock and CPU baseline start here
     LaunchContext ctx;
     ctx.terminal_foreground =
         plan.process.forward_signals && ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
@@ -597,7 +602,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
 
     int code;
     try {
-        code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor));
+        code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
+                       usage);
     } catch (...) {
         // After a setup error the sandbox is gone already; the signal then
         // finds nothing.

@@ -95,7 +95,8 @@ sigset_t monitor_signals(const LaunchPlan& plan)
     return set;
 }
 
-int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports)
+int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
+            UsageMeter& usage)
 {
     const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
@@ -103,6 +104,15 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     if (!sigisemptyset(&handled))
         sfd.reset(static_cast<int>(check(::signalfd(-1, &handled, SFD_CLOEXEC), "signalfd")));
     UniqueFd timer = process.kill_after ? make_timer() : UniqueFd();
+    // The resource report samples the sandbox's memory and tasks: 100 ms is
+    // often enough to see a peak that lasts half a second.
+    UniqueFd sampler;
+    if (reports.json_status) {
+        sampler = make_timer();
+        itimerspec every{{0, 100'000'000}, {0, 100'000'000}};
+        check(::timerfd_settime(sampler.get(), 0, &every, nullptr), "timerfd_settime");
+        usage.sample(pid);
+    }
     bool timer_armed = false;
 
     std::optional<relay::Relay> relays;
@@ -146,10 +156,11 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
     };
 
-    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kCount };
+    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kSampler, kCount };
     pollfd fds[kCount] = {{sock.get(), POLLIN, 0},   {pidfd, POLLIN, 0},
                           {sfd.get(), POLLIN, 0},    {timer.get(), POLLIN, 0},
-                          {parent.get(), POLLIN, 0}, {relays ? relays->epoll_fd() : -1, POLLIN, 0}};
+                          {parent.get(), POLLIN, 0}, {relays ? relays->epoll_fd() : -1, POLLIN, 0},
+                          {sampler.get(), POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -190,6 +201,11 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
         if (fds[kRelay].revents)
             relays->run_once(0);
+        if (fds[kSampler].revents & POLLIN) {
+            uint64_t ticks;
+            if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks)
+                usage.sample(pid);
+        }
         if (fds[kPid1].revents)
             break;
     }
@@ -213,6 +229,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
         if (exit.signal)
             line += ", \"exit-signal\": " + std::to_string(exit.signal);
+        line += UsageMeter::json_members(usage.finish());
         write_all(reports.json_status.get(), line + " }\n");
     }
     return exit.code;

@@ -67,4 +67,11 @@ int run(pid_t command, bool forward)
     }
 }
 
+void end_leftovers()
+{
+    // kill(-1) from a namespace's init reaches every process in it but itself.
+    ::kill(-1, SIGKILL);
+    while (::waitpid(-1, nullptr, __WALL) > 0 || errno == EINTR) {}
+}
+
 }  // namespace cocoon::reaper

@@ -19,6 +19,13 @@ sigset_t signals_to_block(bool forward);
 // be blocked already.
 int run(pid_t command, bool forward);
 
+// For a PID namespace's init once the command has exited: SIGKILLs every
+// other process of the namespace and reaps them all, so that their CPU time
+// reaches this process's RUSAGE_CHILDREN (and so the monitor's). Left to the
+// kernel, which reaps them as the init exits, it would be lost. Processes that
+// changed to another uid (which PID 1 may not signal) still die then.
+void end_leftovers();
+
 // The signals --forward-signals carries: SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 // SIGUSR1, SIGUSR2, SIGWINCH.
 sigset_t forwarded_signals();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -59,6 +60,15 @@ inline std::set<std::string> line_set(const std::string& text)
 inline bool contains(const std::string& haystack, const std::string& needle)
 {
     return haystack.find(needle) != std::string::npos;
+}
+
+// An exit line of --json-status-fd without the resource report's members
+// (which tests/e2e/usage_test.cc checks): { "exit-code": N[, "exit-signal": S] }.
+inline std::string exit_status_only(const std::string& line)
+{
+    static const std::regex usage(", \"(wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak)\": "
+                                  "[0-9]+|, \"accounting\": \"[a-z]+\"");
+    return std::regex_replace(line, usage, "");
 }
 
 // The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.

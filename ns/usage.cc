@@ -1,0 +1,108 @@
+// The sampled resource report: /proc walks from PID 1 through each task's
+// children file, and getrusage(RUSAGE_CHILDREN) once PID 1 is reaped.
+#include "ns/usage.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+namespace cocoon::ns {
+namespace {
+
+uint64_t micros(const timeval& tv)
+{
+    return static_cast<uint64_t>(tv.tv_sec) * 1000000 + static_cast<uint64_t>(tv.tv_usec);
+}
+
+// The kB value of a "Name:   N kB" line of a /proc file, or nullopt.
+std::optional<uint64_t> kb_field(const std::string& path, const std::string& name)
+{
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(name, 0) == 0)
+            return std::stoull(line.substr(name.size())) * 1024;
+    return std::nullopt;
+}
+
+// Memory a process accounts for: its PSS (shared pages split among their
+// users, so a sum over processes counts each page once), else its RSS.
+uint64_t memory_of(pid_t pid)
+{
+    const std::string dir = "/proc/" + std::to_string(pid);
+    if (auto pss = kb_field(dir + "/smaps_rollup", "Pss:"))
+        return *pss;
+    std::ifstream statm(dir + "/statm");
+    uint64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+UsageMeter::UsageMeter() : m_start(std::chrono::steady_clock::now())
+{
+    rusage before{};
+    ::getrusage(RUSAGE_CHILDREN, &before);
+    m_user_us = micros(before.ru_utime);
+    m_system_us = micros(before.ru_stime);
+}
+
+void UsageMeter::sample(pid_t pid1)
+{
+    uint64_t memory = 0, tasks = 0;
+    std::vector<pid_t> todo{pid1};
+    // Bounded: a sandbox that forks faster than this walks is sampled in part.
+    for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
+        const std::string dir = "/proc/" + std::to_string(todo[i]);
+        memory += memory_of(todo[i]);
+        std::ifstream task_list(dir + "/status");
+        for (std::string line; std::getline(task_list, line);)
+            if (line.rfind("Threads:", 0) == 0)
+                tasks += std::stoull(line.substr(8));
+        // Children of every thread, not only of the main one.
+        if (DIR* threads = ::opendir((dir + "/task").c_str())) {
+            while (dirent* tid = ::readdir(threads)) {
+                if (tid->d_name[0] == '.')
+                    continue;
+                std::ifstream children(dir + "/task/" + tid->d_name + "/children");
+                for (pid_t child; children >> child;)
+                    todo.push_back(child);
+            }
+            ::closedir(threads);
+        }
+    }
+    m_memory_peak = std::max(m_memory_peak, memory);
+    m_tasks_peak = std::max(m_tasks_peak, tasks);
+}
+
+Usage UsageMeter::finish() const
+{
+    Usage u;
+    u.wall_us = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count());
+    rusage after{};
+    ::getrusage(RUSAGE_CHILDREN, &after);
+    u.cpu_user_us = micros(after.ru_utime) - std::min(m_user_us, micros(after.ru_utime));
+    u.cpu_system_us = micros(after.ru_stime) - std::min(m_system_us, micros(after.ru_stime));
+    // The largest single process's peak is a floor the samples may have missed.
+    u.memory_peak_bytes = std::max(m_memory_peak, static_cast<uint64_t>(after.ru_maxrss) * 1024);
+    u.pids_peak = std::max<uint64_t>(m_tasks_peak, 1);
+    return u;
+}
+
+std::string UsageMeter::json_members(const Usage& u)
+{
+    std::ostringstream out;
+    out << ", \"wall-time-us\": " << u.wall_us << ", \"cpu-user-us\": " << u.cpu_user_us
+        << ", \"cpu-system-us\": " << u.cpu_system_us << ", \"memory-peak-bytes\": " << u.memory_peak_bytes
+        << ", \"pids-peak\": " << u.pids_peak << ", \"accounting\": \"" << u.accounting << "\"";
+    return out.str();
+}
+
+}  // namespace cocoon::ns

@@ -1,0 +1,122 @@
+// The resource report on the exit line of --json-status-fd: wall time, CPU of
+// the sandbox's processes, the sandbox's peak memory and tasks, and how they
+// were measured. This host has no cgroup v2 memory or pids controller, so the
+// sampled path is what runs here (ARCHITECTURE.md, "Resource report").
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <thread>
+
+#include "tests/e2e/e2e.h"
+
+namespace cocoon::test {
+namespace {
+
+constexpr size_t kTouchMiB = 256;
+
+double cpu_seconds()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// Helper mode: run as a sandbox's command (or directly), this binary touches
+// kTouchMiB MiB, holds them for 0.7 s, then spins the CPU for 0.3 s.
+[[maybe_unused]] const bool kTouchHelper = [] {
+    if (!std::getenv("COCOON_E2E_TOUCH"))
+        return false;
+    const size_t bytes = kTouchMiB << 20;
+    char* block = static_cast<char*>(std::malloc(bytes));
+    if (!block)
+        std::_Exit(2);
+    std::memset(block, 1, bytes);
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    volatile unsigned sum = 0;
+    for (size_t i = 0; i < bytes; i += 4096)
+        sum = sum + static_cast<unsigned>(block[i]);
+    std::free(block);
+    const double start = cpu_seconds();
+    while (cpu_seconds() - start < 0.3)
+        sum = sum + 1;
+    std::_Exit(0);
+}();
+
+std::string self_exe()
+{
+    char buf[PATH_MAX] = {};
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+uint64_t field(const std::string& line, const std::string& name)
+{
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex("\"" + name + "\": ([0-9]+)")))
+        return UINT64_MAX;
+    return std::stoull(m[1]);
+}
+
+// CPU seconds (user + system) of the helper run directly, as getrusage sees it.
+double direct_cpu()
+{
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_CHILDREN, &before);
+    Result r = run({"/usr/bin/env", "COCOON_E2E_TOUCH=1", self_exe()});
+    EXPECT_EQ(r.code, 0) << r.err;
+    ::getrusage(RUSAGE_CHILDREN, &after);
+    auto secs = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
+    return secs(after.ru_utime) - secs(before.ru_utime) + secs(after.ru_stime) - secs(before.ru_stime);
+}
+
+TEST(Usage, TheExitLineReportsWhatTheSandboxUsed)
+{
+    const std::string helper = self_exe();
+    ASSERT_FALSE(helper.empty());
+    const double direct = direct_cpu();
+    for (const auto& pid_ns : std::vector<std::vector<std::string>>{{"--unshare-pid"}, {}}) {
+        Result r = in_sandbox(
+            args({pid_ns,
+                  {"--ro-bind", helper, "/helper", "--setenv", "COCOON_E2E_TOUCH", "1", "--json-status-fd", "1"}}),
+            {"/helper"});
+        ASSERT_EQ(r.code, 0) << r.err;
+        const std::string exit_line = lines(r.out).back();
+        EXPECT_EQ(field(exit_line, "exit-code"), 0u) << exit_line;
+        EXPECT_TRUE(contains(exit_line, "\"accounting\": \"sampled\"")) << exit_line;
+        const uint64_t peak = field(exit_line, "memory-peak-bytes");
+        EXPECT_GE(peak, (kTouchMiB << 20)) << exit_line;
+        EXPECT_LE(peak, (kTouchMiB << 20) * 12 / 10) << exit_line;
+        EXPECT_GE(field(exit_line, "wall-time-us"), 1'000'000u) << exit_line;
+        EXPECT_GE(field(exit_line, "pids-peak"), pid_ns.empty() ? 1u : 2u) << exit_line;
+        const double cpu = (field(exit_line, "cpu-user-us") + field(exit_line, "cpu-system-us")) / 1e6;
+        EXPECT_GE(cpu, 0.5 * direct) << exit_line << " direct " << direct;
+        EXPECT_LE(cpu, 2 * direct + 0.1) << exit_line << " direct " << direct;
+    }
+}
+
+// Every process counts, also those the command left behind: with a PID
+// namespace the kernel ends them when the command exits, and their CPU time
+// until then is in the report.
+TEST(Usage, LeftoverProcessesCount)
+{
+    Result r = in_sandbox({"--unshare-pid", "--dev", "/dev", "--json-status-fd", "1"},
+                          sh("(while :; do :; done) & (while :; do :; done) & sleep 0.5"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string exit_line = lines(r.out).back();
+    const double cpu = (field(exit_line, "cpu-user-us") + field(exit_line, "cpu-system-us")) / 1e6;
+    // Two busy loops for half a second on two CPUs: well over a CPU-tenth.
+    EXPECT_GE(cpu, 0.3) << exit_line;
+    EXPECT_GE(field(exit_line, "pids-peak"), 4u) << exit_line;
+}
+
+}  // namespace
+}  // namespace cocoon::test
