@@ -30,7 +30,9 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
-HostFacts read_host()
+// What the plan needs of the host; namespace support is looked up only for
+// the -try options that ask about it (each look-up is a path walk in /proc).
+HostFacts read_host(const Options& o)
 {
     HostFacts host;
     host.uid = ::getuid();
@@ -43,8 +45,10 @@ HostFacts read_host()
     __user_cap_data_struct data[2]{};
     if (capget(&header, data) == 0)
         host.permitted_caps = data[0].permitted | (static_cast<ns::CapSet>(data[1].permitted) << 32);
-    host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
-    host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
+    if (o.unshare_user_try)
+        host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
+    if (o.unshare_cgroup_try)
+        host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
     // bwrap's rule: stdout, not stdin, decides the console.
     if (::isatty(STDOUT_FILENO))
         if (const char* tty = ::ttyname(STDOUT_FILENO))
@@ -143,7 +147,7 @@ int cocoon_main(int argc, char** argv)
         }
         for (const std::string& warning : options.warnings)
             say("<4>", warning);
-        const ns::LaunchPlan plan = make_launch_plan(options, read_host());
+        const ns::LaunchPlan plan = make_launch_plan(options, read_host(options));
         ns::CallerFds fds = take_caller_fds(options);
         for (const ns::RelayEndpoint& r : plan.process.relays) {
             struct stat st;
