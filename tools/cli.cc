@@ -458,14 +458,16 @@ struct Table {
     std::map<std::string, const Spec*> by_name;
 };
 
+// Built once and never destroyed: tearing Boost's descriptions down at exit
+// cost every sandbox about 70,000 instructions (callgrind) for nothing.
 const Table& table()
 {
-    static const Table built = [] {
-        Table t;
+    static const Table& built = *[] {
+        auto* t = new Table;
         for (const auto* list : {&specs(), &extension_specs()})
             for (const Spec& s : *list) {
-                t.desc.add_options()(s.name, new Args(count_args(s.args)), s.help);
-                t.by_name[s.name] = &s;
+                t->desc.add_options()(s.name, new Args(count_args(s.args)), s.help);
+                t->by_name[s.name] = &s;
             }
         return t;
     }();
