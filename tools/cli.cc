@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "base/sys.h"
@@ -454,33 +455,54 @@ const std::vector<Spec>& extension_specs()
 }
 
 struct Table {
-    po::options_description desc;
-    std::map<std::string, const Spec*> by_name;
+    std::map<std::string, const Spec*, std::less<>> by_name;
 };
 
-// Built once and never destroyed: tearing Boost's descriptions down at exit
-// cost every sandbox about 70,000 instructions (callgrind) for nothing.
+// Built once and never destroyed (nothing to tear down at exit).
 const Table& table()
 {
     static const Table& built = *[] {
         auto* t = new Table;
         for (const auto* list : {&specs(), &extension_specs()})
-            for (const Spec& s : *list) {
-                t->desc.add_options()(s.name, new Args(count_args(s.args)), s.help);
+            for (const Spec& s : *list)
                 t->by_name[s.name] = &s;
-            }
         return t;
     }();
     return built;
 }
 
+// The Spec of option `arg` ("--name"), or nullptr.
+const Spec* find_spec(const Table& t, const std::string& arg)
+{
+    if (arg.rfind("--", 0) != 0)
+        return nullptr;
+    auto it = t.by_name.find(std::string_view(arg).substr(2));
+    return it == t.by_name.end() ? nullptr : it->second;
+}
+
 // How many arguments option `arg` takes; throws for an unknown option.
 unsigned arity(const Table& t, const std::string& arg)
 {
-    const po::option_description* d = arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
-    if (!d)
+    const Spec* spec = find_spec(t, arg);
+    if (!spec)
         throw UsageError("Unknown option " + arg);
-    return d->semantic()->max_tokens();
+    return count_args(spec->args);
+}
+
+// Boost's descriptions of just the options on this command line. Start-up
+// speed: describing all ~80 of them took ~280,000 instructions per sandbox
+// (callgrind), most of it in option_description::set_names.
+po::options_description describe(const Table& t, const std::vector<std::string>& option_args)
+{
+    po::options_description desc;
+    std::set<std::string_view> described;
+    for (size_t i = 0; i < option_args.size();) {
+        const Spec* spec = find_spec(t, option_args[i]);
+        if (described.insert(spec->name).second)
+            desc.add_options()(spec->name, new Args(count_args(spec->args)), spec->help);
+        i += 1 + count_args(spec->args);
+    }
+    return desc;
 }
 
 void check_has_arguments(const std::string& arg, unsigned n, size_t at, size_t size)
@@ -568,9 +590,10 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
 
     Options o;
     try {
+        const po::options_description desc = describe(t, option_args);
         po::parsed_options parsed =
             po::command_line_parser(option_args)
-                .options(t.desc)
+                .options(desc)
                 .style(po::command_line_style::allow_long | po::command_line_style::long_allow_next)
                 .run();
         // parsed.options keeps command-line order, which the mount and
@@ -610,10 +633,10 @@ bool level_prefix_requested(const std::vector<std::string>& args)
             return true;
         if (arg == "--" || arg.empty() || arg[0] != '-')
             return false;
-        const po::option_description* d = arg.rfind("--", 0) == 0 ? t.desc.find_nothrow(arg.substr(2), false) : nullptr;
-        if (!d)
+        const Spec* spec = find_spec(t, arg);
+        if (!spec)
             return false;
-        i += 1 + d->semantic()->max_tokens();
+        i += 1 + count_args(spec->args);
     }
     return false;
 }

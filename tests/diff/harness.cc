@@ -276,10 +276,22 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
         report.lines.push_back(replace_all(replace_all(line, dir.path(), "{T}"), probe, "{P}"));
     };
     add("exit " + std::to_string(c.code));
-    // bwrap 0.8.0 sometimes prints a setup error twice (from two of its processes): once is enough.
-    for (const std::string& line : split_lines(c.err))
-        if (report.lines.back() != "err " + line)
-            add("err " + line);
+    // bwrap 0.8.0 sometimes prints a setup error twice (from two of its processes), and the two
+    // writes may interleave ("bwrap: bwrap: MSG" then "MSG", or "bwrap: " then "bwrap: MSG"):
+    // each message once, whole, with its prefix, is enough.
+    std::vector<std::string> errs;
+    std::set<std::string> seen;
+    for (const std::string& line : split_lines(c.err)) {
+        const std::string prefix = "bwrap: ";
+        std::string msg = line;
+        while (msg.rfind(prefix, 0) == 0)
+            msg.erase(0, prefix.size());
+        if (msg.empty() || !seen.insert(msg).second)
+            continue;
+        errs.push_back(line.rfind(prefix, 0) == 0 ? prefix + msg : msg);
+    }
+    for (const std::string& line : errs)
+        add("err " + line);
     bool own_pid_ns = false;
     for (std::string line : split_lines(c.out)) {
         if (line.rfind("ns ", 0) == 0)
