@@ -345,9 +345,11 @@ void release_command(int go)
     // caller's, or the one --userns names), over which the command holds
     // nothing.
     check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+    // Off the command's CPU first: what PID 1 does from here on is not on
+    // the start-up path, and the command (PID 2) is.
+    ctx.pin.restore();
     apply_caps(0, false);
     set_no_new_privs();
-    ctx.pin.restore();
     if (plan.reexec_pid1) {
         // --info-fd/--json-status-fd with a new user namespace: the caller
         // must be able to open /proc/PID/ns of the child-pid it is told (to
