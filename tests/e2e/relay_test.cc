@@ -316,8 +316,14 @@ int client_proxy_down(const std::string& host, uint16_t port)
     // The outcome of a send and a read on a new connection: "error <reason>" from whichever
     // failed first (a send that meets the reset reports it, and the read then sees EOF), else
     // "eof" or "data".
+    // The relay's reset may arrive before connect_tcp has finished with the new socket: then
+    // the connect itself reports it, and that is the same outcome, at once.
     auto attempt = [&](const std::string& name) {
         UniqueFd fd = connect_tcp(host, port);
+        if (!fd && errno == ECONNRESET) {
+            std::printf("%s: error Connection reset by peer after 0 ms\n", name.c_str());
+            return;
+        }
         if (!fd) {
             std::printf("%s: connect failed: %s\n", name.c_str(), std::strerror(errno));
             return;
@@ -338,7 +344,7 @@ int client_proxy_down(const std::string& host, uint16_t port)
     size_t resets = 0;
     for (int i = 0; i < 20; ++i) {
         UniqueFd fd = connect_tcp(host, port);
-        resets += fd && read_outcome(fd.get()) == "error Connection reset by peer";
+        resets += fd ? read_outcome(fd.get()) == "error Connection reset by peer" : errno == ECONNRESET;
     }
     std::printf("burst: %zu of 20 reset\n", resets);
     if (!step("removed"))
