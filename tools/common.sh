@@ -10,6 +10,7 @@ cocoon_packages=(
   googletest libgtest-dev
   util-linux procps bubblewrap curl socat
   clang-format clang-tidy
+  dpkg-dev groff-base
 )
 
 cocoon_install() {
@@ -53,4 +54,41 @@ cocoon_tidy() {
     echo "tools/test: clang-tidy found the problems above (.clang-tidy says which checks run and why)" >&2
     return 1
   }
+}
+
+# cmake --install into a scratch DESTDIR, then use what was installed: the
+# bwrap link runs a sandbox and speaks as bwrap, the man page renders and
+# names every option the binary has, the completion completes an option.
+cocoon_check_install() {
+  local dest
+  dest=$(mktemp -d /tmp/cocoon-install.XXXXXX)
+  DESTDIR=$dest cmake --install "$COCOON_BUILD" --prefix /usr/local >/dev/null
+  local bin=$dest/usr/local/bin
+  [ "$("$bin/bwrap" --ro-bind / / sh -c 'echo ok')" = ok ] || { echo "installed bwrap link: no sandbox" >&2; return 1; }
+  [ "$("$bin/bwrap" --frobnicate 2>&1)" = "bwrap: Unknown option --frobnicate" ] ||
+    { echo "installed bwrap link: not speaking as bwrap" >&2; return 1; }
+  local page=$dest/usr/local/share/man/man1/cocoon.1 text missing=()
+  if groff -man -Tutf8 -ww -z "$page" 2>&1 | grep -q .; then
+    echo "cocoon.1: groff warns:" >&2; groff -man -Tutf8 -ww -z "$page" >&2; return 1
+  fi
+  text=$(groff -man -Tascii -P-c -P-b -P-u "$page" 2>/dev/null)
+  while read -r opt; do
+    grep -qe "$opt" <<<"$text" || missing+=("$opt")
+  done < <("$bin/cocoon" --help | awk '/^    --/ {print $1}')
+  [ ${#missing[@]} -eq 0 ] || { echo "cocoon.1 lacks: ${missing[*]}" >&2; return 1; }
+  local completed
+  completed=$(PATH=$bin:$PATH bash -c "source '$dest/usr/local/share/bash-completion/completions/bwrap';
+    COMP_WORDS=(bwrap --unshare-p); COMP_CWORD=1; _cocoon; echo \${COMPREPLY[*]}")
+  [ "$completed" = "--unshare-pid" ] || { echo "bash completion gave '$completed'" >&2; return 1; }
+  rm -rf "$dest"
+  echo "installed layout: cocoon, the bwrap link, cocoon.1 (every option), bash completion: ok"
+}
+
+# The build a Debian packager runs: Release, with dpkg-buildflags' hardening
+# flags and no -Werror, into its own directory.
+cocoon_build_release() {
+  local dir=$1
+  CXXFLAGS="$(dpkg-buildflags --get CXXFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
+    LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" \
+    COCOON_BUILD=$dir cocoon_build -DCMAKE_BUILD_TYPE=Release -DCOCOON_WERROR=OFF
 }

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Writes the man page cocoon.1 from the option table of the cocoon binary
+# given as $1 (its --help), so the page lists exactly the options the binary
+# has. Run at build time (tools/CMakeLists.txt).
+set -eu
+bin=$1
+version=$("$bin" --version | awk '{print $2}')
+cat <<'HEAD'
+.TH COCOON 1
+.SH NAME
+cocoon \- run a command in a Linux namespace sandbox (a drop-in for bwrap)
+.SH SYNOPSIS
+.B cocoon
+[\fIOPTIONS\fR...] [\fB\-\-\fR] \fICOMMAND\fR [\fIARGS\fR...]
+.br
+.B bwrap
+[\fIOPTIONS\fR...] [\fB\-\-\fR] \fICOMMAND\fR [\fIARGS\fR...]
+.SH DESCRIPTION
+cocoon runs COMMAND in new user, PID, mount, network, IPC, UTS and cgroup
+namespaces, on a fresh tmpfs root built from the binds and mounts the options
+ask for, in command-line order, without capabilities and with no_new_privs.
+It accepts the command line of bubblewrap (bwrap); installed or linked as
+\fBbwrap\fR, its messages start with "bwrap: ". Errors are one line; the exit
+status is the command's, 128+N if signal N ended it, and 1 if the sandbox
+could not be set up.
+.SH OPTIONS
+HEAD
+# Each "    --name ARGS   help" line becomes a tagged paragraph; the line
+# "cocoon's own options ..." starts the extensions' section.
+"$bin" --help | awk '
+    /^cocoon.s own options/ { print ".SH COCOON EXTENSIONS"; print "Options bwrap does not have."; next }
+    /^    --/ {
+        line = substr($0, 5)
+        split(line, parts, /  +/)
+        name = parts[1]; help = parts[2]
+        gsub(/-/, "\\-", name); gsub(/-/, "\\-", help)
+        n = split(name, words, " ")
+        printf ".TP\n\\fB%s\\fR", words[1]
+        for (i = 2; i <= n; i++) printf " \\fI%s\\fR", words[i]
+        printf "\n%s\n", help
+    }'
+cat <<TAIL
+.SH FILES
+.TP
+.I /etc/apparmor.d/cocoon
+lets cocoon create user namespaces where AppArmor restricts them.
+.SH SEE ALSO
+.BR bwrap (1),
+.BR user_namespaces (7),
+.BR namespaces (7).
+The README of cocoon $version describes the agent recipe and the deliberate
+differences from bwrap.
+TAIL
