@@ -95,7 +95,8 @@ sigset_t monitor_signals(const LaunchPlan& plan)
     return set;
 }
 
-int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports)
+int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
+            LoginFiles logins)
 {
     const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
@@ -143,13 +144,16 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             const std::string& socket = process.relays[listeners_received++].socket;
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 relays->add_listener(std::move(fd), socket);
+        } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
+            logins.add_sandbox_dir(dir->index, std::move(dir->fd));
         }
     };
 
-    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kCount };
-    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},   {pidfd, POLLIN, 0},
-                          {sfd.get(), POLLIN, 0},    {timer.get(), POLLIN, 0},
-                          {parent.get(), POLLIN, 0}, {relays ? relays->epoll_fd() : -1, POLLIN, 0}};
+    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kLogin, kLoginTimer, kCount };
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},          {pidfd, POLLIN, 0},
+                          {sfd.get(), POLLIN, 0},           {timer.get(), POLLIN, 0},
+                          {parent.get(), POLLIN, 0},        {relays ? relays->epoll_fd() : -1, POLLIN, 0},
+                          {logins.inotify_fd(), POLLIN, 0}, {logins.timer_fd(), POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -190,6 +194,11 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
         if (fds[kRelay].revents)
             relays->run_once(0);
+        // --login-file: changes to DEST (and to SRC), then the quiet period.
+        if (fds[kLogin].revents)
+            logins.on_events();
+        if (fds[kLoginTimer].revents)
+            logins.on_timer();
         if (fds[kPid1].revents)
             break;
     }
@@ -205,6 +214,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         relays->close_all();
     if (error)
         rethrow(*error);
+    // --login-file: the last changes, saved before cocoon reports the exit.
+    logins.finish();
 
     int status =
         command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f);

@@ -7,6 +7,7 @@
 
 #include "base/unique_fd.h"
 #include "ns/launch.h"
+#include "ns/login_file.h"
 
 namespace cocoon::ns {
 
@@ -19,7 +20,8 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // cocoon's exit code. Throws with the sandbox's message when setup failed.
 // `pidfd` (borrowed) is PID 1's; `parent` is a pidfd of cocoon's parent with
 // --die-with-parent, else invalid; `reports` are where --info-fd and
-// --json-status-fd write.
-int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports);
+// --json-status-fd write; `logins` syncs the --login-file copies.
+int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
+            LoginFiles logins);
 
 }  // namespace cocoon::ns
