@@ -252,10 +252,14 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
     if (::fstatat(e.dest_dir.get(), e.dest_name.c_str(), &before, AT_SYMLINK_NOFOLLOW) < 0)
         return Read::Missing;
     if (std::string why = refusal(before, dir.st_dev); !why.empty()) {
-        if (need_close)  // once, for the change that put it there
+        // One line for each thing put at DEST, however many events it made.
+        std::string said = why + " " + std::to_string(before.st_ino);
+        if (need_close && said != e.refused)
             warn(e, "DEST is " + why + ": refused, and SRC keeps its last saved version");
+        e.refused = std::move(said);
         return Read::Refused;
     }
+    e.refused.clear();
     if (need_close && !e.dest_closed)
         return Read::Wait;  // made, not yet written and closed
     UniqueFd fd(

@@ -77,6 +77,7 @@ private:
         bool dest_closed = false;  // a writer closed DEST, or a rename made it
         bool dest_created = false;  // something new is at DEST (a link, a FIFO, ...)
         bool src_changed = false;
+        std::string refused;  // the last refusal said (reason and inode), said once
     };
     std::vector<Entry> m_entries;
     std::string m_log_prefix;
