@@ -83,6 +83,7 @@ private:
     std::string m_log_prefix;
     UniqueFd m_inotify;
     UniqueFd m_timer;
+    unsigned m_saves = 0;  // for unique temp names beside SRC
 };
 
 // In the sandbox's first process, after pivot_root: writes DEST (its
