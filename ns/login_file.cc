@@ -112,8 +112,9 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
 {
     if (files.empty())
         return;
-    m_inotify.reset(check(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC), "inotify_init1"));
-    m_timer.reset(check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create"));
+    m_inotify.reset(static_cast<int>(check(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC), "inotify_init1")));
+    m_timer.reset(
+        static_cast<int>(check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")));
     for (const LoginFile& file : files) {
         Entry e;
         e.option = "--login-file " + file.source + " " + file.dest;
@@ -264,8 +265,16 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
         return Read::Wait;  // made, not yet written and closed
     UniqueFd fd(
         ::openat(e.dest_dir.get(), e.dest_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd && errno == ENOENT)
+        return Read::Missing;
+    if (!fd && errno != ELOOP) {
+        // Not retried: a mode that keeps cocoon out stays until the command changes it.
+        if (need_close)
+            warn(e, std::string("can't open DEST (") + std::strerror(errno) + "); SRC keeps its last saved version");
+        return Read::Refused;
+    }
     if (!fd)
-        return errno == ENOENT ? Read::Missing : Read::Unstable;
+        return Read::Unstable;  // a symlink swapped in after the lstat: look again
     if (::fstat(fd.get(), &opened) < 0 || !refusal(opened, dir.st_dev).empty() || opened.st_ino != before.st_ino)
         return Read::Unstable;  // swapped between the lstat and the open: look again
     if (!read_capped(fd.get(), out) || out.size() > kLoginFileMax)
