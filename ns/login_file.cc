@@ -5,6 +5,7 @@
 // sandbox's first process (ARCHITECTURE.md, "Login files", has the design).
 #include "ns/login_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
@@ -17,6 +18,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 
@@ -105,6 +107,30 @@ std::string refusal(const struct stat& st, dev_t dir_dev)
     return "";
 }
 
+// A write-back killed between linkat and renameat leaves its temp file
+// (".NAME.cocoon-PID-N") beside SRC; one whose cocoon is gone is removed.
+void remove_stale_temps(int dir, const std::string& name)
+{
+    const std::string prefix = "." + name + ".cocoon-";
+    UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
+    if (!d)
+        return;
+    copy.release();
+    std::vector<std::string> stale;
+    while (const dirent* ent = ::readdir(d)) {
+        const std::string entry = ent->d_name;
+        if (entry.rfind(prefix, 0) != 0)
+            continue;
+        const long pid = std::strtol(entry.c_str() + prefix.size(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH)
+            stale.push_back(entry);
+    }
+    ::closedir(d);
+    for (const std::string& entry : stale)
+        ::unlinkat(dir, entry.c_str(), 0);
+}
+
 }  // namespace
 
 LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix)
@@ -147,6 +173,7 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
         e.src_gid = st.st_gid;
         e.src_mode = st.st_mode & 07777;
         e.dest_name = split(file.dest).second;
+        remove_stale_temps(e.src_dir.get(), name);
         const std::string proc = "/proc/self/fd/" + std::to_string(e.src_dir.get());
         e.src_wd = static_cast<int>(check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kSrcEvents),
                                           e.option + ": inotify_add_watch(" + dir + ")"));
