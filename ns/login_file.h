@@ -22,8 +22,6 @@ struct LoginFile {
 
 // The largest login file cocoon copies either way.
 constexpr size_t kLoginFileMax = 1 << 20;
-// DEST's directory: a tmpfs this large (a temp file beside DEST, then a rename).
-constexpr unsigned long long kLoginDirSize = 4ULL << 20;
 
 // What the first process writes at DEST.
 struct LoginSeed {

@@ -149,9 +149,10 @@ bool takes_perms(const std::string& name)
     return false;
 }
 
-// --login-file SRC DEST: DEST's directory becomes a small tmpfs of its own,
-// made where the option stands (command-line order), so the command may put
-// a temp file beside DEST and rename it over DEST.
+// --login-file SRC DEST: DEST's directory becomes a tmpfs of its own, made
+// where the option stands (command-line order), so the command may put a temp
+// file beside DEST and rename it over DEST. No size limit beyond the kernel's
+// (as --tmpfs): agents keep their whole state beside the login (~/.claude).
 void add_login_file(Options& o, const std::string& src, const std::string& dest)
 {
     const std::string what = "--login-file " + src + " " + dest;
@@ -170,7 +171,19 @@ void add_login_file(Options& o, const std::string& src, const std::string& dest)
         if (other.dest == path)
             throw UsageError(what + ": DEST given twice");
     o.process.login_files.push_back(ns::LoginFile{src, path});
-    o.mounts.push_back(mount::Tmpfs{parent, 0700, ns::kLoginDirSize, mount::kDirMode});
+    // A tmpfs given earlier for that very directory (another login file's,
+    // or a fresh home's) serves; a second one would hide the first's files.
+    auto names_parent = [&](const std::string& other) {
+        try {
+            return mount::normalize_dest(other) == parent;
+        } catch (const UsageError&) {
+            return false;  // make_plan refuses it in words of its own
+        }
+    };
+    for (const mount::InputOp& op : o.mounts)
+        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && names_parent(t->dest))
+            return;
+    o.mounts.push_back(mount::Tmpfs{parent, 0700, 0, mount::kDirMode});
 }
 
 // bwrap's rule: a pending --perms or --size must be used by the very next

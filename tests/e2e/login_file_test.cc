@@ -228,6 +228,43 @@ TEST(LoginFile, TwoSandboxesShareOneSrc)
     EXPECT_EQ(read_file(dir / "cred"), "v2");
 }
 
+TEST(LoginFile, ASandboxThatChangedItsOwnCopyKeepsItAndSavesItLast)
+{
+    TempDir dir, logs;
+    write_file(dir / "cred", "v1", 0600);
+    // A writes its own version in place and keeps the file open (not yet saved) while B renews.
+    const std::string a_script = "exec 3>/home/agent/.cred; printf a-own >&3; sleep 1.2; echo A $(cat "
+                                 "/home/agent/.cred); exec 3>&-; " +
+                                 wait_src("A-saved", "a-own");
+    pid_t a = start(args({minimal_root(), login(dir), sh(a_script)}), logs / "a");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Result b = in_sandbox(login(dir), sh("printf v2 > /home/agent/.cred; " + wait_src("B", "v2")));
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_FALSE(contains(b.out, "timeout"));
+    EXPECT_EQ(finish(a), 0);
+    std::vector<std::string> out = lines(read_file(logs / "a"));
+    ASSERT_EQ(out.size(), 2U) << read_file(logs / "a");
+    EXPECT_EQ(out[0], "A a-own");
+    EXPECT_NE(out[1], "A-saved timeout");
+    EXPECT_EQ(read_file(dir / "cred"), "a-own");
+}
+
+TEST(LoginFile, TwoLoginFilesInOneDirectoryAndAnEarlierTmpfsThereShareIt)
+{
+    TempDir dir;
+    write_file(dir / "one", "1", 0600);
+    write_file(dir / "two", "2", 0600);
+    Result r = in_sandbox({"--unshare-pid", "--proc", "/proc", "--tmpfs", "/home/agent/", "--login-file", dir / "one",
+                           "/home/agent/one", "--login-file", dir / "two", "home/agent/two"},
+                          sh("cat /home/agent/one /home/agent/two; echo; grep -c ' /home/agent ' /proc/self/mountinfo "
+                             "|| true; printf 3 > /home/agent/two"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(lines(r.out).size(), 2U) << r.out;
+    EXPECT_EQ(lines(r.out)[0], "12");
+    EXPECT_EQ(lines(r.out)[1], "1");  // one tmpfs on /home/agent, the --tmpfs
+    EXPECT_EQ(read_file(dir / "two"), "3");
+}
+
 TEST(LoginFile, RefusedInputLeavesNothingBehind)
 {
     TempDir dir;
