@@ -21,13 +21,16 @@ constexpr char kListeners = 'L';
 constexpr char kNamespaces = 'N';
 constexpr char kFirstProcess = 'P';
 constexpr char kOtherProcess = 'O';
+constexpr char kLoginDir = 'D';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
 
-void send_fds(int sock, char type, const std::vector<int>& fds)
+// body: bytes after the type byte (only with a single message's worth of fds).
+void send_fds(int sock, char type, const std::vector<int>& fds, const std::string& body = "")
 {
+    const std::string data = type + body;
     for (size_t first = 0; first < fds.size(); first += kMaxFds) {
         size_t n = std::min(kMaxFds, fds.size() - first);
-        iovec iov{&type, 1};
+        iovec iov{const_cast<char*>(data.data()), data.size()};
         alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
         msghdr msg{};
         msg.msg_iov = &iov;
@@ -84,6 +87,11 @@ void send_message(int sock, const Message& msg)
         send_fds(sock, pidfd->first_process ? kFirstProcess : kOtherProcess, {pidfd->fd.get()});
         return;
     }
+    if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
+        send_fds(sock, kLoginDir, {dir->fd.get()},
+                 std::string(reinterpret_cast<const char*>(&dir->index), sizeof dir->index));
+        return;
+    }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
         // type, errno, step length (one byte), step, text; cut to one datagram.
         const int32_t code = err->err;
@@ -113,7 +121,7 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
         throw ProtocolError("an empty setup message");
     const char type = data[0];
     const std::string_view body = data.substr(1);
-    const bool wants_fds = type == kListeners || type == kFirstProcess || type == kOtherProcess;
+    const bool wants_fds = type == kListeners || type == kFirstProcess || type == kOtherProcess || type == kLoginDir;
     if (!wants_fds && !fds.empty())
         throw ProtocolError("a setup message of type '" + std::string(1, type) + "' carried fds");
     switch (type) {
@@ -125,6 +133,14 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
     case kOtherProcess:
         if (body.empty() && fds.size() == 1)
             return PidfdMsg{type == kFirstProcess, std::move(fds[0])};
+        break;
+    case kLoginDir:
+        if (body.size() == sizeof(uint32_t) && fds.size() == 1) {
+            LoginDirMsg dir;
+            std::memcpy(&dir.index, body.data(), sizeof dir.index);
+            dir.fd = std::move(fds[0]);
+            return dir;
+        }
         break;
     case kStatus:
         if (body.size() == sizeof(int)) {

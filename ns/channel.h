@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -44,7 +45,13 @@ struct PidfdMsg {
     bool first_process = false;
     UniqueFd fd;
 };
-using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg, PidfdMsg>;
+// --login-file: DEST's directory in the sandbox (an O_PATH fd of its tmpfs),
+// for the login file at `index` in command-line order.
+struct LoginDirMsg {
+    uint32_t index = 0;
+    UniqueFd fd;
+};
+using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg, PidfdMsg, LoginDirMsg>;
 
 // bwrap's report names these namespaces, in this order, when they are new.
 struct ReportedNamespace {

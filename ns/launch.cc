@@ -114,6 +114,7 @@ struct LaunchContext {
     sigset_t caller_mask{};  // the signal mask the command gets back
     CpuPin pin;
     UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
+    std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
 };
 
 constexpr const char* kPid1Mode = "--internal-pid1";
@@ -425,6 +426,12 @@ void release_command(int go)
         // pivot_root; the data and --bind-fd fds are used up here.
         step = "8 (mounts)";
         mount::apply(plan.mounts, std::move(fds.mount));
+        // --login-file: each DEST starts as SRC's copy; the monitor gets its
+        // directory (a tmpfs) to watch and to read DEST through.
+        step = "8 (login files)";
+        for (size_t i = 0; i < plan.process.login_files.size(); ++i)
+            send_message(sock, LoginDirMsg{static_cast<uint32_t>(i),
+                                           seed_login_file(plan.process.login_files[i], ctx.login_seeds[i])});
         // 9. --lock-file: this process holds the locks until the sandbox ends
         // (the command's copies of the fds close at exec; a POSIX lock
         // belongs to the process that took it).
@@ -549,6 +556,10 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     sigset_t handled = monitor_signals(plan);
     check(::sigprocmask(SIG_BLOCK, &handled, &ctx.caller_mask), "sigprocmask");
 
+    // --login-file: every SRC is opened and read before the sandbox exists.
+    LoginFiles logins(plan.process.login_files, plan.log_prefix);
+    ctx.login_seeds = logins.seeds();
+
     const bool report = fds.monitor.info || fds.monitor.json_status;
     if (plan.reexec_pid1) {
         ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
@@ -560,6 +571,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         sock.reset();
         parent.reset();
         fds.monitor = {};
+        logins = LoginFiles();
     };
     sys::Cloned first;
     if (fds.sandbox.userns || fds.sandbox.pidns) {
@@ -605,7 +617,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     int code;
     try {
         code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
-                       usage);
+                       usage, std::move(logins));
     } catch (...) {
         // After a setup error the sandbox is gone already; the signal then
         // finds nothing.

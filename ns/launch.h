@@ -14,6 +14,7 @@
 #include "mount/plan.h"
 #include "base/unique_fd.h"
 #include "ns/caps.h"
+#include "ns/login_file.h"
 
 namespace cocoon::ns {
 
@@ -39,6 +40,7 @@ struct ProcessOptions {
     bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
     std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
     std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
+    std::vector<LoginFile> login_files;  // --login-file: DEST's directory is a tmpfs op in the mount plan
 };
 
 // The caller's fds as the options name them (-1: not given). Numbers only:

@@ -96,7 +96,7 @@ sigset_t monitor_signals(const LaunchPlan& plan)
 }
 
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            UsageMeter& usage)
+            UsageMeter& usage, LoginFiles logins)
 {
     const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
@@ -153,14 +153,17 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             const std::string& socket = process.relays[listeners_received++].socket;
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 relays->add_listener(std::move(fd), socket);
+        } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
+            logins.add_sandbox_dir(dir->index, std::move(dir->fd));
         }
     };
 
-    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kSampler, kCount };
-    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},   {pidfd, POLLIN, 0},
-                          {sfd.get(), POLLIN, 0},    {timer.get(), POLLIN, 0},
-                          {parent.get(), POLLIN, 0}, {relays ? relays->epoll_fd() : -1, POLLIN, 0},
-                          {sampler.get(), POLLIN, 0}};
+    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kSampler, kLogin, kLoginTimer, kCount };
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},       {pidfd, POLLIN, 0},
+                          {sfd.get(), POLLIN, 0},        {timer.get(), POLLIN, 0},
+                          {parent.get(), POLLIN, 0},     {relays ? relays->epoll_fd() : -1, POLLIN, 0},
+                          {sampler.get(), POLLIN, 0},    {logins.inotify_fd(), POLLIN, 0},
+                          {logins.timer_fd(), POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -206,6 +209,11 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks)
                 usage.sample(pid);
         }
+        // --login-file: changes to DEST (and to SRC), then the quiet period.
+        if (fds[kLogin].revents)
+            logins.on_events();
+        if (fds[kLoginTimer].revents)
+            logins.on_timer();
         if (fds[kPid1].revents)
             break;
     }
@@ -221,6 +229,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         relays->close_all();
     if (error)
         rethrow(*error);
+    // --login-file: the last changes, saved before cocoon reports the exit.
+    logins.finish();
 
     int status =
         command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f);

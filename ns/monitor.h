@@ -7,6 +7,7 @@
 
 #include "base/unique_fd.h"
 #include "ns/launch.h"
+#include "ns/login_file.h"
 #include "ns/usage.h"
 
 namespace cocoon::ns {
@@ -20,10 +21,10 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // cocoon's exit code. Throws with the sandbox's message when setup failed.
 // `pidfd` (borrowed) is PID 1's; `parent` is a pidfd of cocoon's parent with
 // --die-with-parent, else invalid; `reports` are where --info-fd and
-// --json-status-fd write.
+// --json-status-fd write; `logins` syncs the --login-file copies.
 // `usage` was started before the sandbox existed; with --json-status-fd it
 // is sampled every 100 ms and its figures end the exit line.
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            UsageMeter& usage);
+            UsageMeter& usage, LoginFiles logins);
 
 }  // namespace cocoon::ns

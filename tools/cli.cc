@@ -150,6 +150,43 @@ bool takes_perms(const std::string& name)
     return false;
 }
 
+// --login-file SRC DEST: DEST's directory becomes a tmpfs of its own, made
+// where the option stands (command-line order), so the command may put a temp
+// file beside DEST and rename it over DEST. No size limit beyond the kernel's
+// (as --tmpfs): agents keep their whole state beside the login (~/.claude).
+void add_login_file(Options& o, const std::string& src, const std::string& dest)
+{
+    const std::string what = "--login-file " + src + " " + dest;
+    if (src.empty())
+        throw UsageError(what + ": SRC is empty");
+    std::string path;
+    try {
+        path = mount::normalize_dest(dest);
+    } catch (const UsageError& e) {
+        throw UsageError(what + ": " + e.what());
+    }
+    const std::string parent = path.substr(0, path.rfind('/'));
+    if (parent.empty())
+        throw UsageError(what + ": DEST must be below a directory other than /, which becomes a tmpfs of its own");
+    for (const ns::LoginFile& other : o.process.login_files)
+        if (other.dest == path)
+            throw UsageError(what + ": DEST given twice");
+    o.process.login_files.push_back(ns::LoginFile{src, path});
+    // A tmpfs given earlier for that very directory (another login file's,
+    // or a fresh home's) serves; a second one would hide the first's files.
+    auto names_parent = [&](const std::string& other) {
+        try {
+            return mount::normalize_dest(other) == parent;
+        } catch (const UsageError&) {
+            return false;  // make_plan refuses it in words of its own
+        }
+    };
+    for (const mount::InputOp& op : o.mounts)
+        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && names_parent(t->dest))
+            return;
+    o.mounts.push_back(mount::Tmpfs{parent, 0700, 0, mount::kDirMode});
+}
+
 // bwrap's rule: a pending --perms or --size must be used by the very next
 // option (the other modifier may come between). Throws if `name` is not one.
 void check_modifiers(const Options& o, const std::string& name)
@@ -450,6 +487,8 @@ const std::vector<Spec>& extension_specs()
          flag(&Options::no_follow_sources)},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
          [](Options& o, const V& a) { o.process.kill_after = parse_seconds("--kill-after", a[0]); }},
+        {"login-file", "SRC DEST", "DEST starts as a copy of the host file SRC; changes are saved back to SRC",
+         [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
     };
     return table;
 }

@@ -117,6 +117,35 @@ TEST(Channel, FdsArriveOwned)
     EXPECT_EQ(c, 'x');
 }
 
+TEST(Channel, ALoginDirectoryArrivesWithItsIndex)
+{
+    Pair carried;
+    Message got = round_trip(LoginDirMsg{7, UniqueFd(::dup(carried.a.get()))});
+    auto* dir = std::get_if<LoginDirMsg>(&got);
+    ASSERT_TRUE(dir);
+    EXPECT_EQ(dir->index, 7U);
+    ASSERT_TRUE(dir->fd);
+    ASSERT_EQ(::write(dir->fd.get(), "x", 1), 1);
+    char c = 0;
+    EXPECT_EQ(::read(carried.b.get(), &c, 1), 1);
+}
+
+TEST(Channel, DecoderRefusesALoginDirectoryOfAnyOtherShape)
+{
+    Pair p;
+    auto fds = [&](size_t n) {
+        std::vector<UniqueFd> out;
+        for (size_t i = 0; i < n; ++i)
+            out.emplace_back(::dup(p.a.get()));
+        return out;
+    };
+    EXPECT_THROW(decode_message(std::string("D\0\0\0", 4), fds(1), false), ProtocolError);  // index short
+    EXPECT_THROW(decode_message(std::string("D\0\0\0\0\0", 6), fds(1), false), ProtocolError);  // index long
+    EXPECT_THROW(decode_message(std::string("D\0\0\0\0", 5), fds(2), false), ProtocolError);  // two fds
+    EXPECT_THROW(decode_message(std::string("D\0\0\0\0", 5), fds(1), true), ProtocolError);  // truncated
+    EXPECT_TRUE(std::holds_alternative<LoginDirMsg>(decode_message(std::string("D\0\0\0\0", 5), fds(1), false)));
+}
+
 TEST(Channel, DecoderRefusesWhatOurSetupNeverSends)
 {
     auto refuses = [](const std::string& data, bool truncated = false) {
@@ -138,6 +167,7 @@ TEST(Channel, DecoderRefusesWhatOurSetupNeverSends)
     refuses(std::string("E\xff\xff\xff\xff\0", 6));  // negative errno
     refuses("L");  // listeners without fds
     refuses("P");  // a pidfd without its fd
+    refuses(std::string("D\0\0\0\0", 5));  // a login directory without its fd
     refuses(std::string("S\0\0\0\0", 5), true);  // cut short by the kernel
     // Well-formed ones decode.
     EXPECT_TRUE(std::holds_alternative<StatusMsg>(decode_message(std::string("S\0\0\0\0", 5), {}, false)));
@@ -172,7 +202,7 @@ TEST(Channel, GarbageNeverCrashesTheDecoder)
         for (char& c : data)
             c = static_cast<char>(rng());
         if (!data.empty() && i % 2)
-            data[0] = "ESNLPO"[rng() % 6];  // known types with garbage bodies
+            data[0] = "ESNLPOD"[rng() % 7];  // known types with garbage bodies
         try {
             decode_message(data, {}, false);
         } catch (const ProtocolError&) {

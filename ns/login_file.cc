@@ -1,0 +1,463 @@
+// --login-file: the copy in the sandbox and the write-back to the host.
+// LoginFiles runs in the monitor with the caller's privilege; everything it
+// reads from the sandbox is untrusted and reached only through the directory
+// fd the first process sent, never by a path. seed_login_file runs in the
+// sandbox's first process (ARCHITECTURE.md, "Login files", has the design).
+#include "ns/login_file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/sys.h"
+#include "base/sys_error.h"
+
+namespace cocoon::ns {
+namespace {
+
+// How long DEST (or SRC) must stay untouched after a writer closed or renamed
+// it before a version is taken: a writer that saves in several steps is done
+// by then, and a renewal reaches SRC well within a second.
+constexpr long kQuietMs = 150;
+
+constexpr uint32_t kDestEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY | IN_CREATE | IN_Q_OVERFLOW;
+constexpr uint32_t kSrcEvents = IN_CLOSE_WRITE | IN_MOVED_TO;
+
+std::pair<std::string, std::string> split(const std::string& path)
+{
+    size_t slash = path.rfind('/');
+    if (slash == std::string::npos)
+        return {".", path};
+    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+bool write_all(int fd, const std::string& data)
+{
+    for (size_t done = 0; done < data.size();) {
+        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+// Reads at most kLoginFileMax + 1 bytes (one more shows an oversized file).
+bool read_capped(int fd, std::string& out)
+{
+    out.assign(kLoginFileMax + 1, '\0');
+    size_t got = 0;
+    while (got < out.size()) {
+        ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+    return true;
+}
+
+bool same_version(const struct stat& a, const struct stat& b)
+{
+    return a.st_ino == b.st_ino && a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+           a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+           a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Why a file at DEST is refused, or "" for a regular file cocoon may read.
+std::string refusal(const struct stat& st, dev_t dir_dev)
+{
+    if (S_ISLNK(st.st_mode))
+        return "a symbolic link";
+    if (S_ISDIR(st.st_mode))
+        return "a directory";
+    if (S_ISFIFO(st.st_mode))
+        return "a FIFO";
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+        return "a device";
+    if (!S_ISREG(st.st_mode))
+        return "not a regular file";
+    if (st.st_nlink != 1)
+        return "a file with " + std::to_string(st.st_nlink) + " hard links";
+    if (static_cast<unsigned long long>(st.st_size) > kLoginFileMax)
+        return "larger than 1 MiB";
+    // Security: something mounted on DEST (a bind of another file) is not
+    // the sandbox's copy.
+    if (st.st_dev != dir_dev)
+        return "another mount";
+    return "";
+}
+
+// A write-back killed between linkat and renameat leaves its temp file
+// (".NAME.cocoon-PID-N") beside SRC; one whose cocoon is gone is removed.
+void remove_stale_temps(int dir, const std::string& name)
+{
+    const std::string prefix = "." + name + ".cocoon-";
+    UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
+    if (!d)
+        return;
+    copy.release();
+    std::vector<std::string> stale;
+    while (const dirent* ent = ::readdir(d)) {
+        const std::string entry = ent->d_name;
+        if (entry.rfind(prefix, 0) != 0)
+            continue;
+        const long pid = std::strtol(entry.c_str() + prefix.size(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH)
+            stale.push_back(entry);
+    }
+    ::closedir(d);
+    for (const std::string& entry : stale)
+        ::unlinkat(dir, entry.c_str(), 0);
+}
+
+}  // namespace
+
+LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix)
+    : m_log_prefix(std::move(log_prefix))
+{
+    if (files.empty())
+        return;
+    m_inotify.reset(static_cast<int>(check(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC), "inotify_init1")));
+    m_timer.reset(
+        static_cast<int>(check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")));
+    for (const LoginFile& file : files) {
+        Entry e;
+        e.option = "--login-file " + file.source + " " + file.dest;
+        // A SRC that is a symlink is followed once, here: the write-back
+        // replaces the file it names, not the link.
+        char real[PATH_MAX];
+        if (!::realpath(file.source.c_str(), real))
+            throw SysError(errno, e.option);
+        auto [dir, name] = split(real);
+        e.src_name = name;
+        e.src_dir.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!e.src_dir)
+            throw SysError(errno, e.option + ": can't open the directory " + dir);
+        // The write-back makes a temp file there and renames it over SRC.
+        if (::faccessat(e.src_dir.get(), ".", W_OK | X_OK, AT_EACCESS) < 0)
+            throw SysError(errno, e.option + ": the directory " + dir + " must be writable");
+        UniqueFd src(
+            ::openat(e.src_dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+        if (!src)
+            throw SysError(errno, e.option);
+        struct stat st;
+        check(::fstat(src.get(), &st), e.option);
+        if (!S_ISREG(st.st_mode))
+            throw UsageError(e.option + ": " + file.source + " is not a regular file");
+        if (!read_capped(src.get(), e.synced))
+            throw SysError(errno, e.option);
+        if (e.synced.size() > kLoginFileMax)
+            throw UsageError(e.option + ": " + file.source + " is larger than 1 MiB");
+        e.src_uid = st.st_uid;
+        e.src_gid = st.st_gid;
+        e.src_mode = st.st_mode & 07777;
+        e.dest_name = split(file.dest).second;
+        remove_stale_temps(e.src_dir.get(), name);
+        const std::string proc = "/proc/self/fd/" + std::to_string(e.src_dir.get());
+        e.src_wd = static_cast<int>(check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kSrcEvents),
+                                          e.option + ": inotify_add_watch(" + dir + ")"));
+        m_entries.push_back(std::move(e));
+    }
+}
+
+std::vector<LoginSeed> LoginFiles::seeds() const
+{
+    std::vector<LoginSeed> out;
+    for (const Entry& e : m_entries)
+        out.push_back({e.synced, e.src_mode & 0777});
+    return out;
+}
+
+void LoginFiles::add_sandbox_dir(size_t index, UniqueFd dir)
+{
+    if (index >= m_entries.size() || m_entries[index].dest_dir)
+        return;
+    Entry& e = m_entries[index];
+    const std::string proc = "/proc/self/fd/" + std::to_string(dir.get());
+    e.dest_dir = std::move(dir);
+    e.dest_wd = static_cast<int>(
+        check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kDestEvents), e.option + ": inotify_add_watch"));
+}
+
+void LoginFiles::warn(const Entry& e, const std::string& text) const
+{
+    write_all(STDERR_FILENO, m_log_prefix + "cocoon: " + e.option + ": " + text + "\n");
+}
+
+void LoginFiles::arm()
+{
+    itimerspec spec{};
+    spec.it_value.tv_nsec = kQuietMs * 1000000;
+    ::timerfd_settime(m_timer.get(), 0, &spec, nullptr);
+}
+
+void LoginFiles::on_events()
+{
+    alignas(inotify_event) char buf[16384];
+    bool any = false;
+    for (;;) {
+        ssize_t n = ::read(m_inotify.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+            off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+            const std::string name = ev->len ? std::string(ev->name) : std::string();
+            for (Entry& e : m_entries) {
+                if (ev->mask & IN_Q_OVERFLOW) {
+                    // Events were lost: look at everything.
+                    e.dest_closed = e.src_changed = true;
+                    any = true;
+                } else if (ev->wd == e.dest_wd && name == e.dest_name) {
+                    e.dest_closed |= (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0;
+                    e.dest_created |= (ev->mask & IN_CREATE) != 0;
+                    any = true;  // any change (IN_MODIFY too) restarts the quiet period
+                } else if (ev->wd == e.src_wd && name == e.src_name) {
+                    e.src_changed = true;
+                    any = true;
+                }
+            }
+        }
+    }
+    if (any)
+        arm();
+}
+
+void LoginFiles::on_timer()
+{
+    uint64_t expirations;
+    if (::read(m_timer.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        return;
+    for (Entry& e : m_entries) {
+        check_dest(e, false);
+        check_source(e);
+    }
+}
+
+void LoginFiles::finish()
+{
+    if (m_entries.empty())
+        return;
+    on_events();
+    // The writers are gone with the sandbox: nothing can change DEST now.
+    for (Entry& e : m_entries)
+        check_dest(e, true);
+}
+
+// Security: DEST is reached by name from the directory fd alone. lstat first
+// (AT_SYMLINK_NOFOLLOW) so that a symlink, FIFO or device is never opened;
+// then an open that cannot follow a link, block, or take a terminal, and a
+// second check that the fd is the same regular file. The version is kept
+// only if the file did not change while it was read.
+LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& out)
+{
+    struct stat dir, before, opened, after;
+    if (::fstat(e.dest_dir.get(), &dir) < 0)
+        return Read::Missing;
+    if (::fstatat(e.dest_dir.get(), e.dest_name.c_str(), &before, AT_SYMLINK_NOFOLLOW) < 0)
+        return Read::Missing;
+    if (std::string why = refusal(before, dir.st_dev); !why.empty()) {
+        // One line for each thing put at DEST, however many events it made.
+        std::string said = why + " " + std::to_string(before.st_ino);
+        if (need_close && said != e.refused)
+            warn(e, "DEST is " + why + ": refused, and SRC keeps its last saved version");
+        e.refused = std::move(said);
+        return Read::Refused;
+    }
+    e.refused.clear();
+    if (need_close && !e.dest_closed)
+        return Read::Wait;  // made, not yet written and closed
+    UniqueFd fd(
+        ::openat(e.dest_dir.get(), e.dest_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd && errno == ENOENT)
+        return Read::Missing;
+    if (!fd && errno != ELOOP) {
+        // Not retried: a mode that keeps cocoon out stays until the command changes it.
+        if (need_close)
+            warn(e, std::string("can't open DEST (") + std::strerror(errno) + "); SRC keeps its last saved version");
+        return Read::Refused;
+    }
+    if (!fd)
+        return Read::Unstable;  // a symlink swapped in after the lstat: look again
+    if (::fstat(fd.get(), &opened) < 0 || !refusal(opened, dir.st_dev).empty() || opened.st_ino != before.st_ino)
+        return Read::Unstable;  // swapped between the lstat and the open: look again
+    if (!read_capped(fd.get(), out) || out.size() > kLoginFileMax)
+        return Read::Unstable;
+    if (::fstat(fd.get(), &after) < 0 || !same_version(opened, after) ||
+        out.size() != static_cast<size_t>(after.st_size))
+        return Read::Unstable;
+    return Read::Ok;
+}
+
+void LoginFiles::check_dest(Entry& e, bool final)
+{
+    if (!e.dest_dir || !(e.dest_closed || e.dest_created))
+        return;
+    std::string content;
+    Read r = read_dest(e, true, content);
+    if (r == Read::Unstable && !final) {
+        arm();  // a writer is still at it
+        return;
+    }
+    if (r == Read::Wait && !final)
+        return;
+    e.dest_closed = e.dest_created = false;
+    if (r == Read::Ok && content != e.synced)
+        save_to_source(e, content);
+}
+
+// The write-back: under a lock on SRC's directory (every cocoon saving there
+// takes it), a temp file beside SRC with SRC's owner and mode, fsync, rename
+// over SRC, fsync the directory. SRC is always one whole version, whenever
+// cocoon dies.
+void LoginFiles::save_to_source(Entry& e, const std::string& content)
+{
+    const int dir = e.src_dir.get();
+    while (::flock(dir, LOCK_EX) < 0)
+        if (errno != EINTR) {
+            warn(e, std::string("can't lock SRC's directory: ") + std::strerror(errno));
+            return;
+        }
+    struct stat st;
+    if (::fstatat(dir, e.src_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+        e.src_uid = st.st_uid;
+        e.src_gid = st.st_gid;
+        e.src_mode = st.st_mode & 07777;
+    }
+    static unsigned counter = 0;
+    const std::string temp =
+        "." + e.src_name + ".cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    // O_TMPFILE: the file has no name until it is whole; a named temp where
+    // the filesystem has no O_TMPFILE.
+    bool anonymous = true;
+    UniqueFd fd(::openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+    if (!fd) {
+        anonymous = false;
+        fd.reset(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    }
+    std::string failed;
+    struct stat mine;
+    if (!fd)
+        failed = "create a temp file";
+    else if (!write_all(fd.get(), content))
+        failed = "write the temp file";
+    else if (::fstat(fd.get(), &mine) < 0 ||
+             ((mine.st_uid != e.src_uid || mine.st_gid != e.src_gid) && ::fchown(fd.get(), e.src_uid, e.src_gid) < 0))
+        failed = "give the temp file SRC's owner";
+    else if (::fchmod(fd.get(), e.src_mode) < 0)
+        failed = "give the temp file SRC's mode";
+    else if (::fsync(fd.get()) < 0)
+        failed = "fsync the temp file";
+    else if (anonymous && ::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(fd.get())).c_str(), dir, temp.c_str(),
+                                   AT_SYMLINK_FOLLOW) < 0)
+        failed = "link the temp file";
+    else if (::renameat(dir, temp.c_str(), dir, e.src_name.c_str()) < 0)
+        failed = "rename the temp file over SRC";
+    if (!failed.empty()) {
+        const int err = errno;
+        if (fd && (!anonymous || failed == "rename the temp file over SRC"))
+            ::unlinkat(dir, temp.c_str(), 0);
+        warn(e, "can't " + failed + " (" + std::strerror(err) + "); SRC keeps its last saved version");
+    } else {
+        ::fsync(dir);
+        e.synced = content;
+    }
+    ::flock(dir, LOCK_UN);
+}
+
+// A renewal saved to SRC by someone else (another sandbox) reaches this
+// sandbox if it has not changed its own copy since the last sync.
+void LoginFiles::check_source(Entry& e)
+{
+    if (!e.src_changed || !e.dest_dir)
+        return;
+    e.src_changed = false;
+    UniqueFd fd(
+        ::openat(e.src_dir.get(), e.src_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat a, b;
+    std::string content;
+    if (!fd || ::fstat(fd.get(), &a) < 0 || !S_ISREG(a.st_mode))
+        return;
+    if (!read_capped(fd.get(), content) || content.size() > kLoginFileMax || ::fstat(fd.get(), &b) < 0 ||
+        !same_version(a, b)) {
+        e.src_changed = true;  // a writer on the host is at it
+        arm();
+        return;
+    }
+    if (content == e.synced || e.dest_closed || e.dest_created)
+        return;  // ours, or the sandbox's own change is on its way to SRC
+    std::string current;
+    if (read_dest(e, false, current) != Read::Ok || current != e.synced)
+        return;  // the sandbox changed (or removed) its copy: its version wins
+    replace_dest(e, content);
+}
+
+// Security: the temp name is opened O_EXCL|O_NOFOLLOW in the directory fd: a
+// link the sandbox planted there is refused, never written through.
+void LoginFiles::replace_dest(Entry& e, const std::string& content)
+{
+    const int dir = e.dest_dir.get();
+    const std::string temp = "." + e.dest_name + ".cocoon-in";
+    ::unlinkat(dir, temp.c_str(), 0);
+    struct stat st;
+    mode_t mode = 0600;
+    if (::fstatat(dir, e.dest_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        mode = st.st_mode & 0777;
+    UniqueFd fd(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd || !write_all(fd.get(), content) || ::fchmod(fd.get(), mode) < 0 ||
+        ::renameat(dir, temp.c_str(), dir, e.dest_name.c_str()) < 0) {
+        warn(e, std::string("can't pass SRC's new version to DEST: ") + std::strerror(errno));
+        ::unlinkat(dir, temp.c_str(), 0);
+        return;
+    }
+    e.synced = content;
+}
+
+UniqueFd seed_login_file(const LoginFile& file, const LoginSeed& seed)
+{
+    const std::string what = "--login-file " + file.source + " " + file.dest;
+    auto [parent, name] = split(file.dest);
+    UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root)
+        throw SysError(errno, what);
+    UniqueFd dir = sys::openat2(root.get(), parent, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+    // Security: the monitor writes in this directory; it must be the tmpfs
+    // made for DEST (or another tmpfs of the sandbox), never a host directory
+    // bound over it.
+    struct statfs fs;
+    check(::fstatfs(dir.get(), &fs), what);
+    if (fs.f_type != TMPFS_MAGIC)
+        throw UsageError(what + ": DEST's directory is not a tmpfs (a later mount covers it)");
+    UniqueFd out(::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out)
+        throw SysError(errno, what + ": can't create DEST");
+    if (!write_all(out.get(), seed.content))
+        throw SysError(errno, what + ": can't write DEST");
+    check(::fchmod(out.get(), seed.mode), what + ": fchmod");
+    return dir;
+}
+
+}  // namespace cocoon::ns

@@ -1,0 +1,91 @@
+// --login-file SRC DEST: a host file copied into the sandbox, and every change
+// made to the copy saved back to the host. LoginFiles runs in the monitor
+// (cocoon's own process, outside, with the caller's privilege); seed_login_file
+// runs in the sandbox's first process, after pivot_root.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+
+namespace cocoon::ns {
+
+// One --login-file, as given (DEST is a path in the new root).
+struct LoginFile {
+    std::string source;
+    std::string dest;
+};
+
+// The largest login file cocoon copies either way.
+constexpr size_t kLoginFileMax = 1 << 20;
+
+// What the first process writes at DEST.
+struct LoginSeed {
+    std::string content;
+    mode_t mode = 0600;
+};
+
+// The monitor's side: the host directory of each SRC, opened before the
+// sandbox exists; DEST's directory in the sandbox, as an fd the first process
+// sends; one inotify fd watching both, and a timer for the quiet period.
+class LoginFiles {
+public:
+    LoginFiles() = default;
+    // Resolves and reads each SRC. Throws UsageError/SysError naming
+    // "--login-file SRC DEST" for a SRC that cannot be used.
+    LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix);
+
+    std::vector<LoginSeed> seeds() const;
+    // DEST's directory (an O_PATH fd of the sandbox's tmpfs) for file `index`.
+    void add_sandbox_dir(size_t index, UniqueFd dir);
+
+    int inotify_fd() const { return m_inotify.get(); }
+    int timer_fd() const { return m_timer.get(); }
+    void on_events();  // inotify_fd is readable
+    void on_timer();  // timer_fd is readable: the quiet period is over
+    // The sandbox is gone: save what changed, without waiting.
+    void finish();
+
+private:
+    struct Entry;
+    enum class Read { Ok, Missing, Wait, Unstable, Refused };
+    Read read_dest(Entry& e, bool need_close, std::string& out);
+    void check_dest(Entry& e, bool final);
+    void check_source(Entry& e);
+    void save_to_source(Entry& e, const std::string& content);
+    void replace_dest(Entry& e, const std::string& content);
+    void warn(const Entry& e, const std::string& text) const;
+    void arm();
+
+    struct Entry {
+        std::string option;  // "--login-file SRC DEST", for messages
+        UniqueFd src_dir;  // SRC's directory on the host (O_RDONLY: flock, fsync)
+        std::string src_name;
+        uid_t src_uid = 0;
+        gid_t src_gid = 0;
+        mode_t src_mode = 0600;
+        UniqueFd dest_dir;  // DEST's directory in the sandbox (O_PATH)
+        std::string dest_name;
+        int src_wd = -1, dest_wd = -1;
+        std::string synced;  // the version SRC and DEST last agreed on
+        bool dest_closed = false;  // a writer closed DEST, or a rename made it
+        bool dest_created = false;  // something new is at DEST (a link, a FIFO, ...)
+        bool src_changed = false;
+        std::string refused;  // the last refusal said (reason and inode), said once
+    };
+    std::vector<Entry> m_entries;
+    std::string m_log_prefix;
+    UniqueFd m_inotify;
+    UniqueFd m_timer;
+    unsigned m_saves = 0;  // for unique temp names beside SRC
+};
+
+// In the sandbox's first process, after pivot_root: writes DEST (its
+// directory must be a tmpfs) and returns an O_PATH fd of that directory.
+UniqueFd seed_login_file(const LoginFile& file, const LoginSeed& seed);
+
+}  // namespace cocoon::ns

@@ -1,0 +1,290 @@
+// End-to-end checks of --login-file: renewals in place and by rename reach SRC while the sandbox
+// runs, SRC keeps its mode and owner, hostile DESTs are refused, SIGKILL during the write-back
+// leaves SRC whole, two sandboxes share one SRC. Runs the binary as whoever runs the tests.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/e2e.h"
+#include "tests/support/refusal.h"
+
+namespace cocoon::test {
+namespace {
+
+constexpr const char* kDest = "/home/agent/.cred";
+// SRC's directory, bound read-only where the sandbox can watch SRC change.
+constexpr const char* kWatch = "/watch";
+
+std::vector<std::string> login(const TempDir& dir, const std::string& name = "cred")
+{
+    return {"--login-file", dir / name, kDest, "--ro-bind", dir.path(), kWatch};
+}
+
+// sh: waits up to 3 s for /watch/cred to hold `want`, then prints "LABEL MS" (the time it took)
+// or "LABEL timeout".
+std::string wait_src(const std::string& label, const std::string& want)
+{
+    return "t0=$(date +%s%N); i=0; while [ \"$(cat /watch/cred)\" != '" + want +
+           "' ] && [ $i -lt 300 ]; do sleep 0.01; i=$((i+1)); done; "
+           "if [ $i -lt 300 ]; then echo " +
+           label + " $((($(date +%s%N)-t0)/1000000)); else echo " + label + " timeout; fi; ";
+}
+
+// cocoon with `args`, stdout and stderr into out_path, running on its own.
+pid_t start(const std::vector<std::string>& args, const std::string& out_path)
+{
+    std::vector<std::string> argv = {cocoon_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (out < 0 || in < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)
+            ::_exit(127);
+        std::vector<char*> cargv;
+        for (std::string& a : argv)
+            cargv.push_back(a.data());
+        cargv.push_back(nullptr);
+        ::execv(cargv[0], cargv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+
+// Waits for pid (at most timeout_ms, then SIGKILL); its exit code or 128+signal.
+int finish(pid_t pid, int timeout_ms = 20000)
+{
+    int status = 0;
+    for (int waited = 0; ::waitpid(pid, &status, WNOHANG) == 0; waited += 10) {
+        if (waited >= timeout_ms) {
+            ADD_FAILURE() << "cocoon did not exit in " << timeout_ms << " ms";
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(LoginFile, InPlaceAndRenameRenewalsReachSrcWhileTheSandboxRunsAndKeepItsMode)
+{
+    TempDir dir;
+    write_file(dir / "cred", "v1", 0640);
+    ASSERT_EQ(::chmod((dir / "cred").c_str(), 0640), 0);
+    const bool chowned = is_root() && ::chown((dir / "cred").c_str(), 4321, 4322) == 0;
+    const std::string script =
+        "cat /home/agent/.cred; echo; stat -c '%a' /home/agent/.cred; "
+        // In place: truncate and write in two chunks with a pause; never saved half-way.
+        "exec 3>/home/agent/.cred; printf v2- >&3; sleep 0.4; [ \"$(cat /watch/cred)\" = v1 ] && echo "
+        "half-not-saved; printf part2 >&3; exec 3>&-; " +
+        wait_src("inplace", "v2-part2") +
+        // By rename: a temp file beside DEST.
+        "printf v3 > /home/agent/.cred.tmp && mv /home/agent/.cred.tmp /home/agent/.cred; " + wait_src("rename", "v3");
+    Result r = in_sandbox(login(dir), sh(script));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    std::vector<std::string> out = lines(r.out);
+    ASSERT_EQ(out.size(), 5U) << r.out;
+    EXPECT_EQ(out[0], "v1");
+    EXPECT_EQ(out[1], "640");
+    EXPECT_EQ(out[2], "half-not-saved");
+    EXPECT_NE(out[3], "inplace timeout");
+    EXPECT_NE(out[4], "rename timeout");
+    std::printf("renewal reached SRC after (ms): %s, %s\n", out[3].c_str(), out[4].c_str());
+    EXPECT_EQ(read_file(dir / "cred"), "v3");
+    struct stat st;
+    ASSERT_EQ(::stat((dir / "cred").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0640U);
+    if (chowned) {
+        EXPECT_EQ(st.st_uid, 4321U);
+        EXPECT_EQ(st.st_gid, 4322U);
+    } else {
+        EXPECT_EQ(st.st_uid, ::getuid());
+    }
+    // Nothing else is left in SRC's directory (no temp file).
+    auto files = files_under(dir.path());
+    EXPECT_EQ(files.size(), 1U);
+}
+
+TEST(LoginFile, ARenewalAtExitIsSavedToo)
+{
+    TempDir dir;
+    write_file(dir / "cred", "old", 0600);
+    Result r = in_sandbox({"--login-file", dir / "cred", kDest}, sh("printf new > /home/agent/.cred"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_file(dir / "cred"), "new");
+}
+
+TEST(LoginFile, HostileDestsAreRefusedWithOneLineEachAndSrcKeepsItsContent)
+{
+    TempDir dir;
+    write_file(dir / "cred", "good-1", 0600);
+    const std::string d = kDest;
+    // Each step puts something hostile at DEST, waits for the monitor to look, and removes it.
+    const std::string pause = "sleep 0.5; ";
+    const std::string script =
+        "cd /home/agent; "
+        "ln -sf /etc/passwd .cred; " +
+        pause + "rm -f .cred; " + "echo evil > other; ln -f other .cred; " + pause + "rm -f .cred other; " +
+        "mkfifo .cred; " + pause + "rm -f .cred; " +
+        "if mknod .cred c 1 3 2>/dev/null || mknod .cred c 0 0 2>/dev/null; then echo device; fi; " + pause +
+        "rm -f .cred; "
+        "mkdir .cred; " +
+        pause + "rmdir .cred; " + "yes | head -c 2000000 > .cred; " + pause + "rm -f .cred; " +
+        // Still served: a good renewal goes through.
+        "printf good-2 > .t; mv .t .cred; " + wait_src("good", "good-2");
+    Result r = in_sandbox(args({login(dir), {"--dev", "/dev", "--cap-add", "ALL"}}), sh(script));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const bool device = contains(r.out, "device");
+    EXPECT_FALSE(contains(r.out, "good timeout")) << r.out;
+    EXPECT_EQ(read_file(dir / "cred"), "good-2");
+    std::vector<std::string> warnings = lines(r.err);
+    std::vector<std::string> kinds = {"a symbolic link", "2 hard links", "a FIFO", "a directory", "larger than 1 MiB"};
+    if (device)
+        kinds.push_back("a device");
+    EXPECT_EQ(warnings.size(), kinds.size()) << r.err;
+    for (const std::string& kind : kinds) {
+        int seen = 0;
+        for (const std::string& w : warnings)
+            if (contains(w, kind)) {
+                ++seen;
+                EXPECT_EQ(w.rfind("cocoon: --login-file " + (dir / "cred") + " " + kDest + ": DEST is ", 0), 0U) << w;
+            }
+        EXPECT_EQ(seen, 1) << kind << " in:\n" << r.err;
+    }
+}
+
+TEST(LoginFile, SrcIsAlwaysOneWholeVersionWhenCocoonIsKilledDuringWriteBacks)
+{
+    TempDir dir, logs;
+    constexpr int kLines = 30000;  // ~270 KB a version
+    auto version = [](int k) {
+        std::string line = "token-" + std::to_string(k) + "\n", all;
+        for (int i = 0; i < kLines; ++i)
+            all += line;
+        return all;
+    };
+    // Renewals alternate between rename and in place, one every 0.25 s.
+    const std::string script =
+        "k=1; while true; do if [ $((k % 2)) = 0 ]; then yes token-$k | head -n " + std::to_string(kLines) +
+        " > /home/agent/.t && mv /home/agent/.t /home/agent/.cred; else yes token-$k | head -n " +
+        std::to_string(kLines) + " > /home/agent/.cred; fi; k=$((k+1)); sleep 0.25; done";
+    std::mt19937 rng(7);
+    int renewed = 0;
+    const int kRounds = 12;
+    for (int round = 0; round < kRounds; ++round) {
+        write_file(dir / "cred", version(0), 0600);
+        pid_t pid = start(args({minimal_root(),
+                                {"--unshare-pid", "--die-with-parent", "--login-file", dir / "cred", kDest},
+                                sh(script)}),
+                          logs / "out");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 1200));
+        ::kill(pid, SIGKILL);
+        EXPECT_EQ(finish(pid), 128 + SIGKILL);
+        const std::string src = read_file(dir / "cred");
+        int k = -1;
+        if (src.rfind("token-", 0) == 0)
+            k = std::stoi(src.substr(6));
+        ASSERT_GE(k, 0) << "round " << round << ": SRC starts with " << src.substr(0, 20);
+        ASSERT_EQ(src, version(k)) << "round " << round << ": SRC is not one whole version";
+        renewed += k > 0;
+    }
+    // A temp file a kill left beside SRC is gone once the next cocoon on SRC starts (one is
+    // planted too: the window between linkat and renameat is small for a random kill to hit).
+    write_file(dir / ".cred.cocoon-999999999-1", "half", 0600);
+    Result r = in_sandbox({"--login-file", dir / "cred", kDest}, {"true"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(files_under(dir.path()).size(), 1U);
+    std::printf("renewals reached SRC in %d of %d rounds\n", renewed, kRounds);
+    EXPECT_GE(renewed, kRounds / 3);
+}
+
+TEST(LoginFile, TwoSandboxesShareOneSrc)
+{
+    TempDir dir, logs;
+    write_file(dir / "cred", "v1", 0600);
+    // A waits for B's renewal to reach its own DEST; B renews once A has started.
+    const std::string a_script = "i=0; while [ \"$(cat /home/agent/.cred)\" != v2 ] && [ $i -lt 500 ]; do sleep 0.01; "
+                                 "i=$((i+1)); done; echo A $(cat /home/agent/.cred)";
+    pid_t a = start(args({minimal_root(), {"--login-file", dir / "cred", kDest}, sh(a_script)}), logs / "a");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Result b = in_sandbox(login(dir),
+                          sh("cat /home/agent/.cred; echo; printf v2 > /home/agent/.cred; " + wait_src("B", "v2")));
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(lines(b.out)[0], "v1");
+    EXPECT_FALSE(contains(b.out, "timeout"));
+    EXPECT_EQ(finish(a), 0);
+    EXPECT_EQ(read_file(logs / "a"), "A v2\n");
+    EXPECT_EQ(read_file(dir / "cred"), "v2");
+}
+
+TEST(LoginFile, ASandboxThatChangedItsOwnCopyKeepsItAndSavesItLast)
+{
+    TempDir dir, logs;
+    write_file(dir / "cred", "v1", 0600);
+    // A writes its own version in place and keeps the file open (not yet saved) while B renews.
+    const std::string a_script = "exec 3>/home/agent/.cred; printf a-own >&3; sleep 1.2; echo A $(cat "
+                                 "/home/agent/.cred); exec 3>&-; " +
+                                 wait_src("A-saved", "a-own");
+    pid_t a = start(args({minimal_root(), login(dir), sh(a_script)}), logs / "a");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Result b = in_sandbox(login(dir), sh("printf v2 > /home/agent/.cred; " + wait_src("B", "v2")));
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_FALSE(contains(b.out, "timeout"));
+    EXPECT_EQ(finish(a), 0);
+    std::vector<std::string> out = lines(read_file(logs / "a"));
+    ASSERT_EQ(out.size(), 2U) << read_file(logs / "a");
+    EXPECT_EQ(out[0], "A a-own");
+    EXPECT_NE(out[1], "A-saved timeout");
+    EXPECT_EQ(read_file(dir / "cred"), "a-own");
+}
+
+TEST(LoginFile, TwoLoginFilesInOneDirectoryAndAnEarlierTmpfsThereShareIt)
+{
+    TempDir dir;
+    write_file(dir / "one", "1", 0600);
+    write_file(dir / "two", "2", 0600);
+    Result r = in_sandbox({"--unshare-pid", "--proc", "/proc", "--tmpfs", "/home/agent/", "--login-file", dir / "one",
+                           "/home/agent/one", "--login-file", dir / "two", "home/agent/two"},
+                          sh("cat /home/agent/one /home/agent/two; echo; grep -c ' /home/agent ' /proc/self/mountinfo "
+                             "|| true; printf 3 > /home/agent/two"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(lines(r.out).size(), 2U) << r.out;
+    EXPECT_EQ(lines(r.out)[0], "12");
+    EXPECT_EQ(lines(r.out)[1], "1");  // one tmpfs on /home/agent, the --tmpfs
+    EXPECT_EQ(read_file(dir / "two"), "3");
+}
+
+TEST(LoginFile, RefusedInputLeavesNothingBehind)
+{
+    TempDir dir;
+    write_file(dir / "cred", "v1", 0600);
+    write_file(dir / "big", std::string(2 << 20, 'x'), 0600);
+    ::mkdir((dir / "sub").c_str(), 0700);
+    HostSnapshot host("login-refused", dir.path());
+    auto refused = [&](const std::string& src, const std::string& dest, const std::string& why,
+                       const std::vector<std::string>& more = {}) {
+        Result r = in_sandbox(args({host.mark(), more, {"--login-file", src, dest}}), {"true"});
+        expect_refused(r, {"--login-file", src, dest, why});
+    };
+    refused(dir / "missing", kDest, "No such file or directory");
+    refused(dir / "sub", kDest, "not a regular file");
+    refused(dir / "big", kDest, "larger than 1 MiB");
+    refused(dir / "cred", "/cred", "DEST must be below a directory other than /");
+    refused(dir / "cred", "/home/../cred", "..");
+    refused(dir / "cred", kDest, "DEST given twice", {"--login-file", dir / "cred", kDest});
+    host.expect_unchanged();
+}
+
+}  // namespace
+}  // namespace cocoon::test
