@@ -554,7 +554,6 @@ struct Applier {
     void operator()(const Overlay& o) const
     {
         const std::string what = std::string("Can't mount ") + option_of(o.kind) + " on " + o.dest;
-        // lowerdir lists the topmost layer first; the last --overlay-src given is the top.
         Target target = mount_point(root, o.dest, true, what);
         std::vector<const std::string*> paths;
         for (const std::string& src : o.sources)
@@ -563,9 +562,14 @@ struct Applier {
             paths.insert(paths.end(), {&o.upper, &o.work});
         for (size_t i = 0; i < paths.size(); ++i)
             refuse_redirected(*paths[i], (*layers)[i].fd.get(), (*layers)[i].via_symlink, o.dest, target, what);
+        // lowerdir lists the topmost layer first; the last --overlay-src given is the top.
         std::string lower;
-        for (size_t i = o.sources.size(); i-- > 0;)
-            lower += (lower.empty() ? "" : ":") + fd_path((*layers)[i].fd.get());
+        for (size_t i = o.sources.size(); i-- > 0;) {
+            // Appended, not "a" + b: g++ 12 warns -Wrestrict wrongly on that at -O3.
+            if (!lower.empty())
+                lower += ':';
+            lower += fd_path((*layers)[i].fd.get());
+        }
         std::vector<std::pair<const char*, std::string>> params{{"lowerdir", lower}};
         if (o.kind == OverlayKind::ReadWrite) {
             params.emplace_back("upperdir", fd_path((*layers)[o.sources.size()].fd.get()));

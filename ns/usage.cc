@@ -1,5 +1,7 @@
 // The sampled resource report: /proc walks from PID 1 through each task's
-// children file, and getrusage(RUSAGE_CHILDREN) once PID 1 is reaped.
+// children file, and getrusage(RUSAGE_CHILDREN) once PID 1 is reaped. A
+// sample never throws: a process that exits while it is read is only missing
+// from that sample, and accounting must not end a run.
 #include "ns/usage.h"
 
 #include <dirent.h>
@@ -7,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -26,7 +29,7 @@ std::optional<uint64_t> kb_field(const std::string& path, const std::string& nam
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);)
         if (line.rfind(name, 0) == 0)
-            return std::stoull(line.substr(name.size())) * 1024;
+            return std::strtoull(line.c_str() + name.size(), nullptr, 10) * 1024;
     return std::nullopt;
 }
 
@@ -64,7 +67,7 @@ void UsageMeter::sample(pid_t pid1)
         std::ifstream task_list(dir + "/status");
         for (std::string line; std::getline(task_list, line);)
             if (line.rfind("Threads:", 0) == 0)
-                tasks += std::stoull(line.substr(8));
+                tasks += std::strtoull(line.c_str() + 8, nullptr, 10);
         // Children of every thread, not only of the main one.
         if (DIR* threads = ::opendir((dir + "/task").c_str())) {
             while (dirent* tid = ::readdir(threads)) {
