@@ -240,34 +240,46 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
     std::optional<NsHolder> holder;
     std::vector<std::pair<int, int>> fds;
     std::vector<int> owned;
-    for (const Fd& fd : row.fds) {
-        int src = -1;
-        switch (fd.kind) {
-        case Fd::Data:
-            src = memfd_with(fd.text);
-            break;
-        case Fd::Output:
-            src = memfd_with("");
-            break;
-        case Fd::Path:
-            src = ::open(subst(fd.text).c_str(), O_PATH | O_CLOEXEC);
-            break;
-        case Fd::Userns:
-        case Fd::UsernsParent:
-        case Fd::Pidns:
-            if (!holder)
-                holder.emplace();
-            src = fd.kind == Fd::UsernsParent ? holder->open_user_parent()
-                                              : holder->open(fd.kind == Fd::Userns ? "user" : "pid_for_children");
-            break;
+    Captured c;
+    // Debian's bwrap 0.8.0 was seen once (under CI's ASan pass) failing its own setup with
+    // "Creating newroot failed: Value too large for defined data type" (EOVERFLOW), a failure of
+    // bwrap's, not of the row: that run is made once more, with fresh fds (data fds are consumed).
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        for (int fd : owned)
+            ::close(fd);
+        fds.clear();
+        owned.clear();
+        for (const Fd& fd : row.fds) {
+            int src = -1;
+            switch (fd.kind) {
+            case Fd::Data:
+                src = memfd_with(fd.text);
+                break;
+            case Fd::Output:
+                src = memfd_with("");
+                break;
+            case Fd::Path:
+                src = ::open(subst(fd.text).c_str(), O_PATH | O_CLOEXEC);
+                break;
+            case Fd::Userns:
+            case Fd::UsernsParent:
+            case Fd::Pidns:
+                if (!holder)
+                    holder.emplace();
+                src = fd.kind == Fd::UsernsParent ? holder->open_user_parent()
+                                                  : holder->open(fd.kind == Fd::Userns ? "user" : "pid_for_children");
+                break;
+            }
+            if (src < 0)
+                throw std::runtime_error("cannot make fd " + std::to_string(fd.num) + ": " + std::strerror(errno));
+            owned.push_back(src);
+            fds.emplace_back(src, fd.num);
         }
-        if (src < 0)
-            throw std::runtime_error("cannot make fd " + std::to_string(fd.num) + ": " + std::strerror(errno));
-        owned.push_back(src);
-        fds.emplace_back(src, fd.num);
-    }
 
-    Captured c = spawn(argv, dir.path(), fds);
+        c = spawn(argv, dir.path(), fds);
+        if (c.err.find("Creating newroot failed: Value too large") == std::string::npos)
+            break;
+    }
 
     Report report;
     for (const std::string& a : argv)
