@@ -122,6 +122,14 @@ int cocoon_main(int argc, char** argv)
 {
     const std::string prog = program_name(argc, argv);
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+    // Security: cocoon is not a setuid program: user namespaces give it what it needs, and none of
+    // its code is written to hold privileges its caller lacks against input the caller controls
+    // (the class of bwrap's setuid CVEs). Installed setuid or setgid, it refuses before anything
+    // is parsed, the internal PID 1 mode included.
+    if (::getuid() != ::geteuid() || ::getgid() != ::getegid()) {
+        std::fprintf(stderr, "%s: refusing to run setuid or setgid: install cocoon without the s bits\n", prog.c_str());
+        return 1;
+    }
     if (ns::is_pid1_mode(args))
         ns::pid1_main(args);
     // --level-prefix: sd-daemon's "<N>" before each line, as bwrap writes it

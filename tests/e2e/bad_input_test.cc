@@ -1,6 +1,7 @@
 // End-to-end checks of refused command lines: exit 1, one "cocoon: " line on
 // stderr naming the culprit, and no mount, process or file left on the host.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -109,6 +110,29 @@ TEST_F(BadInput, MissingLockFile)
     Result r = in_sandbox(args({m_host.mark(), {"--bind", m_dir.path(), "/data", "--lock-file", "/data/missing"}}),
                           {"true", m_host.marker()});
     expect_refused(r, {"Unable to open lock file /data/missing"});
+}
+
+// Security: installed setuid or setgid, cocoon would run with privileges its caller lacks on input
+// the caller controls; it refuses at once (SECURITY.md, bwrap's CVE classes).
+TEST_F(BadInput, SetuidOrSetgidInstallRefused)
+{
+    if (!is_root())
+        GTEST_SKIP() << "needs root: only root can make a setuid-root copy that another user runs";
+    TempDir dir;
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+    const std::string copy = dir / "cocoon";
+    write_file(copy, read_file(cocoon_bin()), 0755);
+    auto as_nobody = [&] {
+        return run(args({{"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", copy},
+                         m_host.mark(),
+                         {"--ro-bind", "/", "/", "true"}}));
+    };
+    const Result plain = as_nobody();
+    EXPECT_EQ(plain.code, 0) << "the same copy without the s bits must run for nobody: " << plain.err;
+    for (mode_t mode : {04755, 02755}) {
+        ASSERT_EQ(::chmod(copy.c_str(), mode), 0);
+        expect_refused(as_nobody(), {"setuid or setgid"});
+    }
 }
 
 }  // namespace
