@@ -198,6 +198,11 @@ void LoginFiles::add_sandbox_dir(size_t index, UniqueFd dir)
     e.dest_dir = std::move(dir);
     e.dest_wd = static_cast<int>(
         check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kDestEvents), e.option + ": inotify_add_watch"));
+    // The command may have written DEST before the watch existed (a command
+    // that renews at once and exits within a millisecond): look once, after
+    // the quiet period, as if it had been closed.
+    e.dest_closed = e.dest_created = true;
+    arm();
 }
 
 void LoginFiles::warn(const Entry& e, const std::string& text) const
