@@ -196,8 +196,8 @@ void check_modifiers(const Options& o, const std::string& name)
     if (!o.next_overlay_srcs.empty() && name != "overlay-src" && name != "overlay" && name != "tmp-overlay" &&
         name != "ro-overlay")
         throw UsageError(kDanglingOverlaySrc);
-    if (o.next_size && name != "tmpfs" && name != "size" && name != "perms")
-        throw UsageError("--size must be followed by --tmpfs");
+    if (o.next_size && name != "tmpfs" && name != "fresh-home" && name != "size" && name != "perms")
+        throw UsageError("--size must be followed by --tmpfs");  // bwrap's words; --fresh-home takes it too
     if (o.next_perms && !takes_perms(name) && name != "size" && name != "perms")
         throw UsageError("--perms must be followed by an option that creates a file");
 }
@@ -367,7 +367,9 @@ const std::vector<Spec>& specs()
          }},
         {"fresh-home", "PATH", "Mount an empty tmpfs (mode 0700, the command's) on PATH and set HOME=PATH",
          [](Options& o, const V& a) {
-             mount::Tmpfs home{a[0], 0700};
+             // --size bounds it as it bounds a --tmpfs: what the agent may
+             // keep in memory under its home.
+             mount::Tmpfs home{a[0], 0700, std::exchange(o.next_size, std::nullopt).value_or(0)};
              home.fresh_home = true;
              o.mounts.push_back(std::move(home));
              o.env.push_back(ns::SetEnv{"HOME", a[0]});
@@ -394,7 +396,7 @@ const std::vector<Spec>& specs()
                  throw UsageError("--perms given twice for the same action");
              o.next_perms = parse_mode("--perms", a[0]);
          }},
-        {"size", "BYTES", "Set the size in bytes of the next --tmpfs",
+        {"size", "BYTES", "Set the size in bytes of the next --tmpfs or --fresh-home",
          [](Options& o, const V& a) {
              if (o.next_size)
                  throw UsageError("--size given twice for the same action");

@@ -46,6 +46,22 @@ TEST(FreshHome, AHomeSetLaterWins)
     EXPECT_EQ(r.out, "/elsewhere\ndrwx------\n");
 }
 
+// --size bounds the home as it bounds a --tmpfs: a hostile agent cannot fill
+// the host's memory through it. The home holds 64 KiB, not one byte more.
+TEST(FreshHome, SizeBoundsIt)
+{
+    Result r =
+        in_sandbox({"--dev", "/dev", "--size", "65536", "--fresh-home", "/h"},
+                   sh("head -c 65536 /dev/zero > /h/a && echo fits; head -c 4096 /dev/zero > /h/b || echo full"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "fits\nfull\n");
+    EXPECT_TRUE(contains(r.err, "No space left on device")) << r.err;
+    // Unbounded without --size: the same writes both fit.
+    Result control = in_sandbox({"--dev", "/dev", "--fresh-home", "/h"},
+                                sh("head -c 65536 /dev/zero > /h/a && head -c 4096 /dev/zero > /h/b && echo both"));
+    EXPECT_EQ(control.out, "both\n") << control.err;
+}
+
 TEST(FreshHome, RefusedWithoutAPath)
 {
     Result r = cocoon({"--fresh-home"});
