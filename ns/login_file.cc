@@ -198,11 +198,6 @@ void LoginFiles::add_sandbox_dir(size_t index, UniqueFd dir)
     e.dest_dir = std::move(dir);
     e.dest_wd = static_cast<int>(
         check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kDestEvents), e.option + ": inotify_add_watch"));
-    // The command may have written DEST before the watch existed (a command
-    // that renews at once and exits within a millisecond): look once, after
-    // the quiet period, as if it had been closed.
-    e.dest_closed = e.dest_created = true;
-    arm();
 }
 
 void LoginFiles::warn(const Entry& e, const std::string& text) const
@@ -268,8 +263,13 @@ void LoginFiles::finish()
         return;
     on_events();
     // The writers are gone with the sandbox: nothing can change DEST now.
-    for (Entry& e : m_entries)
+    // Each DEST is looked at, with or without an event: the command may have
+    // written it before the watch existed (it renewed at once and exited
+    // while the monitor's message about DEST's directory was still queued).
+    for (Entry& e : m_entries) {
+        e.dest_closed = e.dest_created = true;
         check_dest(e, true);
+    }
 }
 
 // Security: DEST is reached by name from the directory fd alone. lstat first
