@@ -212,7 +212,37 @@ void close_fds_except(std::vector<int> keep)
 // The command's process: final privileges, then exec. Throws on failure.
 // proc_dir: the host's /proc, held for --disable-userns only. keep: the one
 // caller fd the command keeps (--sync-fd with --as-pid-1), else invalid.
-[[noreturn]] void exec_command(const LaunchPlan& plan, const LaunchContext& ctx, int proc_dir, CallerFd keep)
+// What the command's exec needs, made before PID 1 forks it: PID 2 then
+// allocates nothing between fork and exec. Start-up speed: every heap write
+// there (building strings, and malloc_consolidate walking the arena) is a
+// copy-on-write page fault on the path to the command's first instruction.
+struct ExecImage {
+    std::vector<std::string> env;
+    std::vector<char*> argv, envp;
+    const char* program = nullptr;
+};
+
+// Enters the working directory (so PWD is known) and builds argv and envp.
+ExecImage prepare_exec(const LaunchPlan& plan)
+{
+    ExecImage image;
+    image.env = plan.env;
+    enter_working_dir(plan, image.env);
+    for (const std::string& arg : plan.argv)
+        image.argv.push_back(const_cast<char*>(arg.c_str()));
+    image.argv.push_back(nullptr);
+    // --argv0: the program is still found by the command's first word.
+    image.program = image.argv[0];
+    if (plan.process.argv0)
+        image.argv[0] = const_cast<char*>(plan.process.argv0->c_str());
+    for (const std::string& entry : image.env)
+        image.envp.push_back(const_cast<char*>(entry.c_str()));
+    image.envp.push_back(nullptr);
+    return image;
+}
+
+[[noreturn]] void exec_command(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
+                               CallerFd keep)
 {
     if (plan.process.new_session)
         // Security: a new session has no controlling terminal, so the command
@@ -220,9 +250,6 @@ void close_fds_except(std::vector<int> keep)
         check(::setsid(), "setsid");
     else if (plan.process.forward_signals)
         own_process_group(ctx);
-
-    std::vector<std::string> env = plan.env;
-    enter_working_dir(plan, env);
 
     // --uid/--gid with --userns: ids that the joined namespace maps.
     if (plan.switch_gid)
@@ -255,34 +282,24 @@ void close_fds_except(std::vector<int> keep)
     if (keep)
         check(::fcntl(keep.fd.release(), F_SETFD, 0), keep.name);
 
-    std::vector<char*> argv, envp;
-    for (const std::string& arg : plan.argv)
-        argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    // --argv0: the program is still found by the command's first word.
-    const char* program = argv[0];
-    if (plan.process.argv0)
-        argv[0] = const_cast<char*>(plan.process.argv0->c_str());
-    for (const std::string& entry : env)
-        envp.push_back(const_cast<char*>(entry.c_str()));
-    envp.push_back(nullptr);
-    environ = envp.data();  // execvp searches the command's PATH, not ours
+    environ = image.envp.data();  // execvp searches the command's PATH, not ours
     ::sigprocmask(SIG_SETMASK, &ctx.caller_mask, nullptr);
     ctx.pin.restore();
     // Security: the caller's filters come last, after no_new_privs (which the
     // kernel requires of an unprivileged filter), so they need to allow
     // nothing but the exec itself.
     load_seccomp(plan);
-    ::execvp(program, argv.data());
+    ::execvp(image.program, image.argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
 
 // PID 2 (between fork and exec) has an exception boundary of its own: it
 // reports to the monitor and exits, never unwinding into PID 1's frames.
-[[noreturn]] void command_main(const LaunchPlan& plan, const LaunchContext& ctx, int proc_dir, int sock)
+[[noreturn]] void command_main(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
+                               int sock)
 {
     try {
-        exec_command(plan, ctx, proc_dir, CallerFd());
+        exec_command(plan, ctx, image, proc_dir, CallerFd());
     } catch (const std::exception& e) {
         send_message(sock, error_message(e, "13 (exec)"));
     }
@@ -464,6 +481,7 @@ void release_command(int go)
                 go_read.reset(go[0]);
                 go_write.reset(go[1]);
             }
+            ExecImage image = prepare_exec(plan);
             pid_t command = static_cast<pid_t>(check(::fork(), "fork"));
             if (command == 0) {
                 go_write.reset();
@@ -479,7 +497,7 @@ void release_command(int go)
                     if (::getppid() != holder)
                         ::_exit(1);
                 }
-                command_main(plan, ctx, proc_dir.get(), sock);
+                command_main(plan, ctx, image, proc_dir.get(), sock);
             }
             // Security: the holder keeps only what it needs of the caller's
             // fds (bwrap's init does the same): a pipe or directory the
@@ -487,6 +505,9 @@ void release_command(int go)
             // outlive cocoon.
             proc_dir.reset();
             go_read.reset();
+            // PID 1 holds no directory of the command's (prepare_exec entered
+            // it): a busy working directory would make its unmount fail.
+            check(::chdir("/"), "chdir /");
             std::vector<int> keep{sock, fds.sync.get(), ctx.exe.get(), go_write.get()};
             for (const UniqueFd& lock : locks)
                 keep.push_back(lock.get());
@@ -496,7 +517,8 @@ void release_command(int go)
         // 13. Otherwise this process becomes the command, and the one that
         // keeps --sync-fd.
         step = "13 (exec)";
-        exec_command(plan, ctx, proc_dir.get(), std::move(fds.sync));
+        ExecImage image = prepare_exec(plan);
+        exec_command(plan, ctx, image, proc_dir.get(), std::move(fds.sync));
     } catch (const std::exception& e) {
         send_message(sock, error_message(e, step));
         ::_exit(1);

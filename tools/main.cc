@@ -3,5 +3,5 @@
 
 int main(int argc, char** argv)
 {
-    return cocoon::tools::cocoon_main(argc, argv);
+    return cocoon::tools::exit_now(cocoon::tools::cocoon_main(argc, argv));
 }
