@@ -439,6 +439,8 @@ void release_command(int go)
         step = "7 (relay listeners)";
         for (const RelayEndpoint& relay : plan.process.relays)
             send_message(sock, ListenersMsg{net::listen_loopback(relay.port)});
+        if (plan.process.egress)
+            send_message(sock, ListenersMsg{net::listen_loopback(plan.process.egress->port)});
         // 8. Mount namespace: the new root, in command-line order, then
         // pivot_root; the data and --bind-fd fds are used up here.
         step = "8 (mounts)";

@@ -25,6 +25,13 @@ struct RelayEndpoint {
     std::string socket;
 };
 
+// --egress PORT: an HTTP proxy on 127.0.0.1:PORT and [::1]:PORT inside, run by
+// the monitor, reaching only what --egress-allow names (relay/egress.h).
+struct EgressEndpoint {
+    uint16_t port = 0;
+    std::vector<std::string> allow;  // --egress-allow patterns, checked by make_launch_plan
+};
+
 // The options for the command's process and the sandbox's life, as parsed
 // (tools/options.h) and as launched: make_launch_plan copies them whole.
 struct ProcessOptions {
@@ -40,6 +47,7 @@ struct ProcessOptions {
     bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
     std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
     std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
+    std::optional<EgressEndpoint> egress;  // --egress, needs CLONE_NEWNET
     std::vector<LoginFile> login_files;  // --login-file: DEST's directory is a tmpfs op in the mount plan
 };
 
@@ -48,6 +56,7 @@ struct ProcessOptions {
 struct FdNumbers {
     int info = -1;  // --info-fd
     int json_status = -1;  // --json-status-fd
+    int egress_log = -1;  // --egress-log
     int sync = -1;  // --sync-fd
     int block = -1;  // --block-fd
     int userns_block = -1;  // --userns-block-fd
@@ -69,6 +78,7 @@ struct CallerFd {
 struct MonitorFds {
     UniqueFd info;  // --info-fd
     UniqueFd json_status;  // --json-status-fd
+    UniqueFd egress_log;  // --egress-log
 };
 
 // The caller's fds that the sandbox uses. Each has one user; the monitor

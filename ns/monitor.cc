@@ -20,6 +20,7 @@
 
 #include "base/sys_error.h"
 #include "ns/channel.h"
+#include "relay/egress.h"
 #include "relay/relay.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
@@ -116,7 +117,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     bool timer_armed = false;
 
     std::optional<relay::Relay> relays;
-    if (!process.relays.empty()) {
+    if (!process.relays.empty() || process.egress) {
         // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE. The
         // sandbox was cloned already, so the command keeps the caller's disposition.
         ::signal(SIGPIPE, SIG_IGN);
@@ -133,6 +134,15 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             };
         relays.emplace(std::move(options));
     }
+    // --egress: the proxy's handshakes; the relay engine moves the bytes after.
+    std::optional<relay::Egress> egress;
+    if (process.egress) {
+        relay::EgressOptions options;
+        for (const std::string& pattern : process.egress->allow)
+            options.allow.push_back(relay::parse_allow_rule(pattern));
+        options.log = std::move(reports.egress_log);
+        egress.emplace(std::move(options), *relays);
+    }
     size_t listeners_received = 0;
 
     std::optional<ErrorMsg> error;
@@ -148,6 +158,11 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                 write_all(reports.info.get(), namespace_report(pid, *ns, true));
             if (reports.json_status)
                 write_all(reports.json_status.get(), namespace_report(pid, *ns, false));
+        } else if (std::holds_alternative<ListenersMsg>(msg) && egress && listeners_received == process.relays.size()) {
+            // After the --relay ones, the --egress listeners.
+            ++listeners_received;
+            for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
+                egress->add_listener(std::move(fd));
         } else if (std::holds_alternative<ListenersMsg>(msg) && relays && listeners_received < process.relays.size()) {
             // One message per --relay, in command-line order.
             const std::string& socket = process.relays[listeners_received++].socket;
@@ -158,12 +173,12 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
     };
 
-    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kSampler, kLogin, kLoginTimer, kCount };
-    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},       {pidfd, POLLIN, 0},
-                          {sfd.get(), POLLIN, 0},        {timer.get(), POLLIN, 0},
-                          {parent.get(), POLLIN, 0},     {relays ? relays->epoll_fd() : -1, POLLIN, 0},
-                          {sampler.get(), POLLIN, 0},    {logins.inotify_fd(), POLLIN, 0},
-                          {logins.timer_fd(), POLLIN, 0}};
+    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kSampler, kLogin, kLoginTimer, kEgress, kCount };
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},        {pidfd, POLLIN, 0},
+                          {sfd.get(), POLLIN, 0},         {timer.get(), POLLIN, 0},
+                          {parent.get(), POLLIN, 0},      {relays ? relays->epoll_fd() : -1, POLLIN, 0},
+                          {sampler.get(), POLLIN, 0},     {logins.inotify_fd(), POLLIN, 0},
+                          {logins.timer_fd(), POLLIN, 0}, {egress ? egress->epoll_fd() : -1, POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -204,6 +219,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
         if (fds[kRelay].revents)
             relays->run_once(0);
+        if (fds[kEgress].revents)
+            egress->run_once();
         if (fds[kSampler].revents & POLLIN) {
             uint64_t ticks;
             if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks)
@@ -227,6 +244,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     // Every relayed connection ends with the sandbox.
     if (relays)
         relays->close_all();
+    // After the relay's: each connection's line, then the summary.
+    if (egress)
+        egress->close_all();
     if (error)
         rethrow(*error);
     // --login-file: the last changes, saved before cocoon reports the exit.

@@ -89,6 +89,7 @@ Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst
             if (n > 0) {
                 dir.head += static_cast<size_t>(n);
                 dir.size -= static_cast<size_t>(n);
+                dir.delivered += static_cast<uint64_t>(n);
                 // Short write: the socket buffer is full, and the kernel will report EPOLLOUT
                 // when it has room (it marked the socket SOCK_NOSPACE).
                 if (dir.size > 0)
@@ -160,6 +161,7 @@ Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& d
             ssize_t n = ::splice(dir.pipe.read.get(), nullptr, dst.fd.get(), nullptr, dir.size, kFlags);
             if (n > 0) {
                 dir.size -= static_cast<size_t>(n);
+                dir.delivered += static_cast<uint64_t>(n);
                 if (dir.size > 0)
                     dst.writable = false;
                 moved = true;

@@ -55,6 +55,9 @@ public:
     // Returns what it borrowed to the pools; call before destroying it. Bytes in flight are lost.
     void release(const Pumps& pumps);
 
+    // Bytes delivered from `source` to the other side so far.
+    uint64_t delivered(Side source) const { return m_dir[index(source)].delivered; }
+
 private:
     struct Endpoint {
         UniqueFd fd;
@@ -75,6 +78,7 @@ private:
         size_t size = 0;
         bool eof = false;
         bool shut = false;
+        uint64_t delivered = 0;  // bytes the destination took, for --egress-log
     };
     enum class Status { Idle, Busy, Starved, Reset };
 

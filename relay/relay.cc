@@ -48,6 +48,8 @@ struct Listener {
 namespace {
 
 constexpr int kMaxEvents = 256;
+// The listener index of an adopted connection (--egress): none of the relay's listeners.
+constexpr uint32_t kNoListener = UINT32_MAX;
 // Connections accepted per listener event; the level-triggered listener reports the rest.
 constexpr int kAcceptBatch = 64;
 constexpr const char* kPrefix = "cocoon: relay: ";
@@ -358,7 +360,28 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
     // The relay forwards what arrived at once; Nagle would only delay the writer's own batching.
     int one = 1;
     ::setsockopt(tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!install(std::make_unique<Connection>(std::move(tcp), std::move(unix_socket), listener_index), {}))
+        report(listener, error_text("epoll_ctl(ADD)", errno));
+}
 
+bool Relay::adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close)
+{
+    if (connection_count() >= m_options.max_connections)
+        return false;
+    int one = 1;
+    for (int fd : {client.get(), upstream.get()}) {
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int flags = ::fcntl(fd, F_GETFL);
+        if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+            return false;
+    }
+    return install(std::make_unique<Connection>(std::move(client), std::move(upstream), kNoListener),
+                   std::move(on_close));
+}
+
+// A slot and epoll registrations for a connection; false (the connection closed) if epoll refused.
+bool Relay::install(std::unique_ptr<Connection> connection, CloseHook on_close)
+{
     uint32_t index;
     if (!m_free_slots.empty()) {
         index = m_free_slots.back();
@@ -368,20 +391,23 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
         m_slots.emplace_back();
     }
     Slot& slot = m_slots[index];
-    slot.connection = std::make_unique<Connection>(std::move(tcp), std::move(unix_socket), listener_index);
+    slot.connection = std::move(connection);
+    slot.on_close = std::move(on_close);
     m_connection_count.fetch_add(1, std::memory_order_relaxed);
     for (Side side : {Side::Tcp, Side::Unix}) {
         epoll_event ev{};
         ev.events = kConnectionEvents;
         ev.data.u64 = connection_token(index, slot.generation, side);
         if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, slot.connection->fd(side), &ev) < 0) {
-            report(listener, error_text("epoll_ctl(ADD)", errno));
+            const int err = errno;
             close_connection(index, true);
-            return;
+            errno = err;
+            return false;
         }
     }
     if (connection_count() >= m_options.max_connections)
         sync_listeners(Clock::now());
+    return true;
 }
 
 // The slot a connection token names, or nullptr when that connection is closed (stale token).
@@ -447,6 +473,8 @@ void Relay::close_connection(uint32_t index, bool reset)
     if (reset)
         slot.connection->abort();
     slot.connection->release(pumps());
+    if (slot.on_close)
+        std::exchange(slot.on_close, {})(slot.connection->delivered(Side::Tcp), slot.connection->delivered(Side::Unix));
     slot.starved = 0;
     // Closing the fds takes them out of the epoll set (no EPOLL_CTL_DEL needed); a late event
     // misses on the generation.

@@ -76,6 +76,12 @@ public:
     // UsageError when the fd is not a listening TCP socket or the path does not fit sun_path.
     void add_listener(UniqueFd listener, std::string unix_path);
 
+    // Relays a pair connected by someone else (--egress, once its handshake is done): `client`
+    // is the sandbox's TCP socket (the Tcp side), `upstream` the host's. on_close gets the bytes
+    // delivered each way when the connection ends. False (both closed) at max_connections.
+    using CloseHook = std::function<void(uint64_t up, uint64_t down)>;
+    bool adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close);
+
     // Readable (POLLIN) when run_once() has work. The caller polls it with its other fds.
     int epoll_fd() const { return m_epoll.get(); }
 
@@ -111,12 +117,14 @@ private:
         std::unique_ptr<Connection> connection;
         uint32_t generation = 0;
         unsigned starved = 0;  // Connection::kNeeds* bits: its token is in those m_starved queues
+        CloseHook on_close;  // adopted connections only
     };
     using Clock = std::chrono::steady_clock;
 
     void on_listener(uint32_t index);
     bool make_spare_unix(Listener& listener);
     void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
+    bool install(std::unique_ptr<Connection> connection, CloseHook on_close);
     Slot* live_slot(uint64_t token);
     void on_connection(uint64_t token, uint32_t events);
     void retry_starved();

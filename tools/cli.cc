@@ -481,6 +481,18 @@ const std::vector<Spec>& extension_specs()
          [](Options& o, const V& a) {
              o.process.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
          }},
+        {"egress", "PORT", "An HTTP proxy on 127.0.0.1:PORT and [::1]:PORT inside, reaching only --egress-allow",
+         [](Options& o, const V& a) {
+             if (o.process.egress)
+                 throw UsageError("--egress: given twice");
+             o.process.egress = ns::EgressEndpoint{parse_port("--egress", a[0]), std::move(o.next_egress_allow)};
+         }},
+        {"egress-allow", "PATTERN", "Let --egress reach HOST, *.SUFFIX or an address, with an optional :PORT",
+         [](Options& o, const V& a) {
+             (o.process.egress ? o.process.egress->allow : o.next_egress_allow).push_back(a[0]);
+         }},
+        {"egress-log", "FD", "Write one JSON line per --egress connection, and a summary at the end, to FD",
+         fd_option(&ns::FdNumbers::egress_log, "--egress-log")},
         {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
          [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
         {"check", "", "Report what this host allows a sandbox, then exit (0: a default sandbox can run)",

@@ -6,7 +6,7 @@ COCOON_BUILD=${COCOON_BUILD:-$COCOON_ROOT/build}
 
 cocoon_packages=(
   cmake ninja-build g++ pkg-config
-  libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev
+  libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev libc-ares-dev
   googletest libgtest-dev
   util-linux procps bubblewrap curl socat
   clang-format clang-tidy

@@ -65,6 +65,7 @@ ns::CallerFds take_caller_fds(const Options& o)
     const ns::FdNumbers& n = o.fds;
     for (auto [fd, name] : {std::pair{n.info, "--info-fd"},
                             {n.json_status, "--json-status-fd"},
+                            {n.egress_log, "--egress-log"},
                             {n.sync, "--sync-fd"},
                             {n.block, "--block-fd"},
                             {n.userns_block, "--userns-block-fd"}})
@@ -100,6 +101,7 @@ ns::CallerFds take_caller_fds(const Options& o)
             fds.sandbox.mount.emplace(use->fd, take(use->fd, use->option).fd);
     fds.monitor.info = take(n.info, "--info-fd").fd;
     fds.monitor.json_status = take(n.json_status, "--json-status-fd").fd;
+    fds.monitor.egress_log = take(n.egress_log, "--egress-log").fd;
     fds.sandbox.sync = take(n.sync, "--sync-fd");
     fds.sandbox.block = take(n.block, "--block-fd");
     fds.sandbox.userns_block = take(n.userns_block, "--userns-block-fd");

@@ -55,6 +55,7 @@ struct Options {
     // (bwrap's rule: the very next one). Empty once parse_args returns.
     std::optional<mode_t> next_perms;
     std::optional<unsigned long long> next_size;
+    std::vector<std::string> next_egress_allow;  // --egress-allow before --egress
     // --overlay-src paths wait here for the overlay option that uses them.
     std::vector<std::string> next_overlay_srcs;
     std::vector<ns::EnvOp> env;

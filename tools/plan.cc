@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/sys_error.h"
+#include "relay/egress.h"
 
 namespace cocoon::tools {
 
@@ -88,6 +89,19 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         for (size_t j = 0; j < i; ++j)
             if (o.process.relays[j].port == r.port)
                 throw UsageError("--relay: port " + std::to_string(r.port) + " given twice");
+    }
+    if (!o.next_egress_allow.empty() && !o.process.egress)
+        throw UsageError("--egress-allow requires --egress");
+    if (o.fds.egress_log >= 0 && !o.process.egress)
+        throw UsageError("--egress-log requires --egress");
+    if (const auto& egress = o.process.egress) {
+        if (!o.unshare_net)
+            throw UsageError("Specifying --egress requires --unshare-net");
+        for (const ns::RelayEndpoint& r : o.process.relays)
+            if (r.port == egress->port)
+                throw UsageError("--egress: port " + std::to_string(r.port) + " is a --relay port too");
+        for (const std::string& pattern : egress->allow)
+            relay::parse_allow_rule(pattern);  // throws naming the pattern
     }
     if (o.process.hostname && !o.unshare_uts)
         throw UsageError("Specifying --hostname requires --unshare-uts");
