@@ -419,6 +419,7 @@ struct Egress::Client {
     Clock::time_point deadline;
     Clock::time_point started;
     std::string when;  // the time it was accepted, for the log
+    uint64_t sent = 0;  // bytes sent upstream before the relay took over
     std::string key() const { return request.host + ":" + std::to_string(request.port); }
 };
 
@@ -687,6 +688,7 @@ void Egress::on_connected(Client& c)
         ssize_t n = ::send(c.upstream.get(), c.buffer.data(), c.buffer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c.buffer.erase(0, static_cast<size_t>(n));
+            c.sent += static_cast<uint64_t>(n);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -706,7 +708,10 @@ void Egress::on_connected(Client& c)
     shared->target = owned->target;
     shared->started = owned->started;
     shared->when = owned->when;
-    auto hook = [this, shared, tally_ptr = &tally](uint64_t up, uint64_t down) {
+    // What went upstream before the relay took over (a plain HTTP request's head, early bytes).
+    const uint64_t sent_before = owned->sent;
+    auto hook = [this, shared, sent_before, tally_ptr = &tally](uint64_t relayed_up, uint64_t down) {
+        const uint64_t up = sent_before + relayed_up;
         tally_ptr->up += up;
         tally_ptr->down += down;
         if (!m_closed)
