@@ -309,6 +309,10 @@ public:
     {
         m_server.listen_unix(path);
     }
+    // The same server on 127.0.0.1 (for --egress, which reaches TCP servers): port() says where.
+    struct OnTcp {};
+    explicit Target(OnTcp) : m_server([this](int fd) { serve(fd); }) { m_port = m_server.listen_tcp(); }
+    uint16_t port() const { return m_port; }
 
     ThreadServer& server() { return m_server; }
     const std::string& path() const { return m_path; }
@@ -464,6 +468,7 @@ private:
         });
     }
 
+    uint16_t m_port = 0;
     std::string m_path;
     std::mutex m_mutex;
     std::condition_variable m_changed;
