@@ -244,14 +244,12 @@ std::optional<sockaddr_storage> parse_ip_literal(const std::string& text, uint16
 std::string internal_address_class(const sockaddr_storage& address)
 {
     uint32_t v4 = 0;
-    bool is_v4 = address.ss_family == AF_INET;
-    if (is_v4) {
+    if (address.ss_family == AF_INET) {
         v4 = ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr);
     } else {
         const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
         const uint8_t* b = a.s6_addr;
         if (IN6_IS_ADDR_V4MAPPED(&a) || IN6_IS_ADDR_V4COMPAT(&a)) {
-            is_v4 = true;
             v4 = uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15];
         } else {
             if (IN6_IS_ADDR_LOOPBACK(&a))

@@ -65,7 +65,7 @@ struct ProxyRequest {
 enum class ParseResult { Incomplete, Ok, Bad };
 
 // The most a request head may take, with its blank line.
-constexpr size_t kMaxRequestHead = 16 * 1024;
+constexpr size_t kMaxRequestHead = size_t{16} * 1024;
 
 // Parses the head at the start of `data` (the bytes received so far). Ok: `out` is filled and
 // `head_size` is where the head ends (what follows is the body, or the client's first TLS
