@@ -7,6 +7,7 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
+#include <linux/keyctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@
 #include "ns/join.h"
 #include "ns/monitor.h"
 #include "ns/uid_map.h"
+#include "ns/seccomp_policy.h"
 #include "ns/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
@@ -285,9 +287,19 @@ ExecImage prepare_exec(const LaunchPlan& plan)
     environ = image.envp.data();  // execvp searches the command's PATH, not ours
     ::sigprocmask(SIG_SETMASK, &ctx.caller_mask, nullptr);
     ctx.pin.restore();
-    // Security: the caller's filters come last, after no_new_privs (which the
-    // kernel requires of an unprivileged filter), so they need to allow
-    // nothing but the exec itself.
+    // Security: a session keyring of its own, new and empty: none of the
+    // caller's keys is reachable, and nothing the command files there
+    // outlives it. Before the policy, which refuses keyctl. EPERM: keyctl is
+    // refused already (cocoon in a cocoon sandbox), so no keyring is
+    // reachable to leave; ENOSYS: a kernel without keys.
+    if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != EPERM && errno != ENOSYS)
+        throw SysError(errno, "Can't join a new session keyring (keyctl)");
+    // Security: the filters come last, after no_new_privs (which the kernel
+    // requires of an unprivileged filter), so they need to allow nothing but
+    // the exec itself: cocoon's default policy, then the caller's, which
+    // stack on it (the kernel runs them all; the strictest answer wins).
+    if (plan.process.default_seccomp)
+        load_default_seccomp_policy();
     load_seccomp(plan);
     ::execvp(image.program, image.argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);

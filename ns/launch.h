@@ -45,6 +45,7 @@ struct ProcessOptions {
     std::optional<double> kill_after;  // --kill-after SECONDS
     bool disable_userns = false;  // --disable-userns: the command runs in a nested, full user namespace
     bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
+    bool default_seccomp = true;  // the built-in policy (ns/seccomp_policy.h); --no-default-seccomp
     std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
     std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
     std::optional<EgressEndpoint> egress;  // --egress, needs CLONE_NEWNET

@@ -497,6 +497,8 @@ const std::vector<Spec>& extension_specs()
          [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
         {"check", "", "Report what this host allows a sandbox, then exit (0: a default sandbox can run)",
          flag(&Options::check)},
+        {"no-default-seccomp", "", "Do not load cocoon's default seccomp policy (keyctl, TIOCSTI, bpf, ... refused)",
+         [](Options& o, const V&) { o.process.default_seccomp = false; }},
         {"no-follow-sources", "", "Refuse a host source path (bind, overlay) that goes through a symlink",
          flag(&Options::no_follow_sources)},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",

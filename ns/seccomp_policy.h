@@ -1,0 +1,12 @@
+// cocoon's default seccomp policy (on unless --no-default-seccomp): the calls no agent needs and
+// that reach the host or the kernel's riskiest interfaces, refused with EPERM on x86_64, i386 and
+// x32. The rules and their reasons: ns/seccomp_rules.cc and SECURITY.md.
+#pragma once
+
+namespace cocoon::ns {
+
+// Loads the policy into the calling thread (and what it execs). Needs no_new_privs or
+// CAP_SYS_ADMIN. Throws SysError.
+void load_default_seccomp_policy();
+
+}  // namespace cocoon::ns

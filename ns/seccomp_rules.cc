@@ -1,0 +1,177 @@
+// The default seccomp policy's rules, and the build-time program that compiles them with
+// libseccomp into the BPF that cocoon loads (ns/seccomp_policy.cc includes its output).
+// Start-up speed: compiling ~60 rules for three ABIs with libseccomp costs a few hundred
+// microseconds; done at build time, a sandbox only hands the kernel a finished program.
+//
+// Each rule refuses with EPERM (the caller sees an ordinary "Operation not permitted", as without
+// the privilege, and programs that probe for a feature fall back). SECURITY.md ("Default seccomp
+// policy") has the table of these rules with their reasons and tests; keep the two in step.
+//
+// usage: cocoon_seccomp_gen > seccomp_default.inc
+#include <linux/personality.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+namespace {
+
+struct Rule {
+    const char* syscall;
+    std::vector<scmp_arg_cmp> args;  // empty: every call
+};
+
+std::vector<Rule> rules()
+{
+    std::vector<Rule> out;
+    // Whole system calls no agent needs, each a kernel interface that has been a way out or a
+    // way to reach the host: keyrings (the caller's keys, the uid's key quota), kernel modules and
+    // kexec, BPF programs, perf events, userfaultfd (a race primitive in many exploits), io_uring
+    // (a large attack surface, disabled by many distributions), process accounting, swap, reboot,
+    // file handles (open_by_handle_at opens any inode of a mount, the "shocker" escape), the
+    // kernel log, and obsolete calls.
+    for (const char* name : {"keyctl",
+                             "add_key",
+                             "request_key",
+                             "init_module",
+                             "finit_module",
+                             "delete_module",
+                             "kexec_load",
+                             "kexec_file_load",
+                             "bpf",
+                             "perf_event_open",
+                             "userfaultfd",
+                             "io_uring_setup",
+                             "io_uring_enter",
+                             "io_uring_register",
+                             "acct",
+                             "swapon",
+                             "swapoff",
+                             "reboot",
+                             "open_by_handle_at",
+                             "syslog",
+                             "lookup_dcookie",
+                             "uselib",
+                             "vm86",
+                             "vm86old",
+                             "nfsservctl",
+                             "quotactl",
+                             "quotactl_fd"})
+        out.push_back({name, {}});
+    // Terminal input injection (CVE-2017-5226): TIOCSTI pushes bytes into a terminal's input queue,
+    // TIOCLINUX (subcode 2 and others) reads or selects console text. The kernel compares only the
+    // low 32 bits of an ioctl's request, so the filter must too (CVE-2019-7303): a request with
+    // high bits set is still TIOCSTI.
+    for (unsigned long request : {TIOCSTI, TIOCLINUX})
+        out.push_back({"ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, request)}});
+    // AF_VSOCK reaches the hypervisor and other guests' services, outside any network namespace.
+    out.push_back({"socket", {SCMP_A0(SCMP_CMP_EQ, AF_VSOCK)}});
+    // personality: see personality_program below (an allowlist of values, which libseccomp's one
+    // comparison per argument cannot express).
+    return out;
+}
+
+// personality(2) keeps the Linux persona: 0, PER_LINUX32 (8, for 32-bit builds), either with
+// ADDR_NO_RANDOMIZE (which gdb and setarch -R set; it weakens only the sandbox's own processes),
+// and the 0xffffffff query. Everything else is refused: other operating systems' personas, and the
+// flags that weaken memory protection for every later exec (READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, the
+// old address layouts). Hand-written BPF, a second filter: x86_64 and x32 call it 135, i386 136;
+// the first argument's low 32 bits are at offset 16 on all three (the kernel compares the value as
+// an unsigned int).
+std::vector<sock_filter> personality_program()
+{
+    constexpr uint32_t kArchX86_64 = 0xc000003e, kArchI386 = 0x40000003, kX32Bit = 0x40000000;
+    constexpr uint32_t kRandom = ADDR_NO_RANDOMIZE, kLinux32 = PER_LINUX32;
+    constexpr uint32_t kAllowed[] = {0, kLinux32, kRandom, kRandom | kLinux32, 0xffffffff};
+    std::vector<sock_filter> p;
+    auto stmt = [&](uint16_t code, uint32_t k) { p.push_back(BPF_STMT(code, k)); };
+    auto jump = [&](uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) { p.push_back(BPF_JUMP(code, k, jt, jf)); };
+    // 0-1: arch; 2: nr.
+    stmt(BPF_LD | BPF_W | BPF_ABS, 4);
+    jump(BPF_JMP | BPF_JEQ | BPF_K, kArchI386, 4, 0);  // -> 6
+    jump(BPF_JMP | BPF_JEQ | BPF_K, kArchX86_64, 0, 12);  // else allow (15)
+    stmt(BPF_LD | BPF_W | BPF_ABS, 0);
+    jump(BPF_JMP | BPF_JEQ | BPF_K, 135, 3, 0);  // -> 8
+    jump(BPF_JMP | BPF_JEQ | BPF_K, kX32Bit | 135, 2, 9);  // -> 8, else allow
+    stmt(BPF_LD | BPF_W | BPF_ABS, 0);  // 6: i386
+    jump(BPF_JMP | BPF_JEQ | BPF_K, 136, 0, 7);  // else allow
+    stmt(BPF_LD | BPF_W | BPF_ABS, 16);  // 8: args[0], low 32 bits
+    for (size_t i = 0; i < std::size(kAllowed); ++i)
+        jump(BPF_JMP | BPF_JEQ | BPF_K, kAllowed[i], static_cast<uint8_t>(std::size(kAllowed) - i), 0);
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);  // 14
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);  // 15
+    return p;
+}
+
+struct CtxDeleter {
+    void operator()(void* ctx) const { seccomp_release(ctx); }
+};
+
+int fail(const std::string& what, int rc)
+{
+    std::fprintf(stderr, "cocoon_seccomp_gen: %s: %s\n", what.c_str(), std::strerror(-rc));
+    return 1;
+}
+
+}  // namespace
+
+int main()
+{
+    std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
+    if (!ctx)
+        return fail("seccomp_init", -ENOMEM);
+    // The compat ABIs of an x86_64 kernel: a 32-bit binary (or int $0x80 from a 64-bit one) and
+    // x32 are filtered by the same rules, each with its own syscall numbers.
+    for (uint32_t arch : {SCMP_ARCH_X86, SCMP_ARCH_X32})
+        if (int rc = seccomp_arch_add(ctx.get(), arch); rc < 0 && rc != -EEXIST)
+            return fail("seccomp_arch_add", rc);
+    for (const Rule& rule : rules()) {
+        const int nr = seccomp_syscall_resolve_name(rule.syscall);
+        if (nr == __NR_SCMP_ERROR)
+            continue;  // not a system call on any of these ABIs
+        const int rc = seccomp_rule_add_array(ctx.get(), SCMP_ACT_ERRNO(EPERM), nr,
+                                              static_cast<unsigned>(rule.args.size()), rule.args.data());
+        // -EDOM etc.: a call or comparison one ABI cannot express (e.g. socket's arguments under
+        // i386's socketcall). libseccomp then skips that ABI; say so, and go on.
+        if (rc < 0)
+            return fail(std::string("seccomp_rule_add(") + rule.syscall + ")", rc);
+    }
+    int fds[2];
+    if (::pipe(fds) < 0)
+        return fail("pipe", -errno);
+    if (int rc = seccomp_export_bpf(ctx.get(), fds[1]); rc < 0)
+        return fail("seccomp_export_bpf", rc);
+    ::close(fds[1]);
+    std::vector<sock_filter> program;
+    sock_filter insn;
+    for (;;) {
+        ssize_t n = ::read(fds[0], &insn, sizeof insn);
+        if (n == 0)
+            break;
+        if (n != sizeof insn)
+            return fail("read", n < 0 ? -errno : -EIO);
+        program.push_back(insn);
+    }
+    std::printf("// Generated by cocoon_seccomp_gen (ns/seccomp_rules.cc) at build time. Do not edit.\n");
+    auto print = [](const char* name, const std::vector<sock_filter>& insns) {
+        std::printf("constexpr sock_filter %s[] = {\n", name);
+        for (const sock_filter& f : insns)
+            std::printf("    {0x%04x, %u, %u, 0x%08x},\n", f.code, f.jt, f.jf, f.k);
+        std::printf("};\n");
+    };
+    print("kDefaultPolicy", program);
+    print("kPersonalityPolicy", personality_program());
+    return 0;
+}
