@@ -1,0 +1,210 @@
+// Tries what cocoon's default seccomp policy refuses, from inside a sandbox, and prints one line
+// per attempt: "NAME ok" or "NAME E<errno name>". Static, so it runs in any sandbox layout.
+//
+// usage: cocoon_seccomp_probe calls            the refused calls, one line each
+//        cocoon_seccomp_probe tiocsti          TIOCSTI and TIOCLINUX on stdin (a terminal), made
+//                                              the controlling terminal of a new session first
+//        cocoon_seccomp_probe keyring ID       the session keyring's id, and whether key ID reads
+//        cocoon_seccomp_probe plant            adds a key to the session keyring, prints its id
+//        cocoon_seccomp_probe hostkey CMD...   (outside) joins a new session keyring, adds a key,
+//                                              and runs CMD with COCOON_KEY set to its id
+#include <fcntl.h>
+#include <linux/keyctl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+const char* errno_name(int err)
+{
+    switch (err) {
+    case EPERM:
+        return "EPERM";
+    case EACCES:
+        return "EACCES";
+    case EINVAL:
+        return "EINVAL";
+    case EFAULT:
+        return "EFAULT";
+    case ENOSYS:
+        return "ENOSYS";
+    case EIO:
+        return "EIO";
+    case ENOKEY:
+        return "ENOKEY";
+    case EBADF:
+        return "EBADF";
+    case ENOTTY:
+        return "ENOTTY";
+    case EAFNOSUPPORT:
+        return "EAFNOSUPPORT";
+    case ENODEV:
+        return "ENODEV";
+    case ENOENT:
+        return "ENOENT";
+    case EOPNOTSUPP:
+        return "EOPNOTSUPP";
+    case ESRCH:
+        return "ESRCH";
+    default:
+        return "E?";
+    }
+}
+
+void report(const char* name, long rc)
+{
+    if (rc < 0)
+        std::printf("%s %s\n", name, errno_name(errno));
+    else
+        std::printf("%s ok\n", name);
+}
+
+// keyctl through the i386 ABI (int $0x80 from a 64-bit process: the kernel runs it as a 32-bit
+// call, and seccomp sees AUDIT_ARCH_I386). 288 is keyctl there; returns -errno or the result.
+long keyctl_i386(long op, long arg)
+{
+    long ret;
+    asm volatile("int $0x80" : "=a"(ret) : "a"(288L), "b"(op), "c"(arg) : "memory");
+    return ret;
+}
+
+int calls()
+{
+    report("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
+    report("add_key", syscall(SYS_add_key, "user", "cocoon-probe", "x", 1, KEY_SPEC_SESSION_KEYRING));
+    report("request_key", syscall(SYS_request_key, "user", "cocoon-probe", nullptr, 0));
+    long r = keyctl_i386(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING);
+    if (r < 0)
+        errno = static_cast<int>(-r);
+    report("keyctl_i386", r < 0 ? -1 : r);
+    report("bpf", syscall(SYS_bpf, 0, nullptr, 0));
+    report("perf_event_open", syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0));
+    report("userfaultfd", syscall(SYS_userfaultfd, 0));
+    report("io_uring_setup", syscall(SYS_io_uring_setup, 1, nullptr));
+    report("kexec_load", syscall(SYS_kexec_load, 0, 0, nullptr, 0));
+    report("init_module", syscall(SYS_init_module, nullptr, 0, ""));
+    report("acct", syscall(SYS_acct, nullptr));
+    report("swapoff", syscall(SYS_swapoff, "/nonexistent"));
+    report("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, nullptr, O_RDONLY));
+    report("syslog", syscall(SYS_syslog, 10, nullptr, 0));  // SYSLOG_ACTION_SIZE_BUFFER
+    int fd = ::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    report("vsock", fd);
+    if (fd >= 0)
+        ::close(fd);
+    report("personality_query", syscall(SYS_personality, 0xffffffffUL));
+    report("personality_bsd", syscall(SYS_personality, 0x0006UL));
+    report("personality_read_implies_exec", syscall(SYS_personality, 0x0400000UL));
+    report("personality_no_randomize", syscall(SYS_personality, 0x0040000UL));
+    report("personality_linux", syscall(SYS_personality, 0UL));
+    return 0;
+}
+
+int tiocsti()
+{
+    // A new session whose controlling terminal is stdin: then only the policy stands between the
+    // command and the terminal's input queue (legacy_tiocsti permitting).
+    pid_t child = ::fork();
+    if (child == 0) {
+        if (::setsid() < 0 || ::ioctl(0, TIOCSCTTY, 0) < 0) {
+            std::printf("setup %s\n", errno_name(errno));
+            std::fflush(stdout);
+            ::_exit(1);
+        }
+        char c = '#';
+        report("tiocsti", ::ioctl(0, TIOCSTI, &c));
+        report("tiocsti_high_bits", syscall(SYS_ioctl, 0, TIOCSTI | 0x100000000UL, &c));
+        char sub = 2;  // TIOCL_SETSEL's neighbour; any subcode: the request itself is refused
+        report("tioclinux", ::ioctl(0, TIOCLINUX, &sub));
+        std::fflush(stdout);
+        ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int keyring(const char* id_text)
+{
+    long own = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
+    std::printf("session %ld\n", own);
+    char buf[64];
+    report("read_host_key", syscall(SYS_keyctl, KEYCTL_READ, std::strtol(id_text, nullptr, 10), buf, sizeof buf));
+    return 0;
+}
+
+int plant()
+{
+    long id = syscall(SYS_add_key, "user", "cocoon-planted", "planted", 7, KEY_SPEC_SESSION_KEYRING);
+    std::printf("planted %ld\n", id);
+    return id < 0 ? 1 : 0;
+}
+
+int hostkey(char** argv)
+{
+    if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, "cocoon-test-host") < 0) {
+        std::printf("join %s\n", errno_name(errno));
+        return 1;
+    }
+    long id = syscall(SYS_add_key, "user", "cocoon-host-secret", "s3cret", 6, KEY_SPEC_SESSION_KEYRING);
+    long session = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
+    if (id < 0 || session < 0) {
+        std::printf("add_key %s\n", errno_name(errno));
+        return 1;
+    }
+    std::printf("host key %ld session %ld\n", id, session);
+    std::fflush(stdout);
+    ::setenv("COCOON_KEY", std::to_string(id).c_str(), 1);
+    pid_t child = ::fork();
+    if (child == 0) {
+        ::execv(argv[0], argv);
+        ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    // After the sandbox: what the caller's session keyring holds.
+    char list[4096];
+    long n = syscall(SYS_keyctl, KEYCTL_READ, KEY_SPEC_SESSION_KEYRING, list, sizeof list);
+    std::printf("host session keys %ld\n", n < 0 ? -1 : n / 4);
+    for (long i = 0; i + 4 <= n && i < static_cast<long>(sizeof list); i += 4) {
+        int32_t key;
+        std::memcpy(&key, list + i, 4);
+        std::printf("host session has %d\n", key);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "calls")
+        return calls();
+    if (mode == "tiocsti")
+        return tiocsti();
+    if (mode == "keyring" && argc > 2)
+        return keyring(argv[2]);
+    if (mode == "plant")
+        return plant();
+    if (mode == "hostkey" && argc > 2)
+        return hostkey(argv + 2);
+    std::fprintf(stderr, "usage: %s calls|tiocsti|keyring ID|plant|hostkey CMD...\n", argv[0]);
+    return 2;
+}

@@ -1,0 +1,167 @@
+// The default seccomp policy and the session keyring, tried from inside real sandboxes (as root
+// and unprivileged): each refused call fails with EPERM, and with --no-default-seccomp the same
+// call gets past the policy (so the EPERM was the policy's). The probe (tests/e2e/probe/
+// seccomp_probe.cc) makes the calls.
+#include <fcntl.h>
+#include <seccomp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tests/e2e/e2e.h"
+#include "base/unique_fd.h"
+#include "tests/support/process.h"
+
+namespace cocoon::test {
+namespace {
+
+std::string probe()
+{
+    char buf[PATH_MAX] = {};
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    std::string self(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    return self.substr(0, self.rfind('/')) + "/cocoon_seccomp_probe";
+}
+
+std::vector<std::string> sandbox(const std::vector<std::string>& extra = {})
+{
+    return args({minimal_root(),
+                 {"--unshare-all", "--proc", "/proc", "--dev", "/dev", "--ro-bind", probe(), "/probe"},
+                 no_caps(),
+                 extra});
+}
+
+// "NAME RESULT" lines -> map.
+std::map<std::string, std::string> results(const std::string& out)
+{
+    std::map<std::string, std::string> m;
+    for (const std::string& line : lines(out))
+        if (size_t sp = line.find(' '); sp != std::string::npos)
+            m[line.substr(0, sp)] = line.substr(sp + 1);
+    return m;
+}
+
+class DefaultPolicy : public ::testing::Test {
+protected:
+    void SetUp() override { ASSERT_EQ(::access(probe().c_str(), X_OK), 0) << probe() << " is missing"; }
+};
+
+TEST_F(DefaultPolicy, RefusedCallsFailWithEperm)
+{
+    Result r = cocoon(args({sandbox(), {"/probe", "calls"}}));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    auto got = results(r.out);
+    for (const char* name : {"keyctl", "add_key", "request_key", "keyctl_i386", "bpf", "perf_event_open", "userfaultfd",
+                             "io_uring_setup", "kexec_load", "init_module", "acct", "swapoff", "open_by_handle_at",
+                             "syslog", "vsock", "personality_bsd", "personality_read_implies_exec"})
+        EXPECT_EQ(got[name], "EPERM") << name << "\n" << r.out;
+    // What stays: the Linux persona, its query, and ADDR_NO_RANDOMIZE (gdb).
+    for (const char* name : {"personality_query", "personality_no_randomize", "personality_linux"})
+        EXPECT_EQ(got[name], "ok") << name << "\n" << r.out;
+}
+
+// The control: without the policy the kernel itself allows these (so the EPERM above was the
+// policy's), for root with --cap-drop ALL and for an unprivileged caller alike.
+TEST_F(DefaultPolicy, WithoutThePolicyTheKernelAllowsThem)
+{
+    Result r = cocoon(args({sandbox({"--no-default-seccomp"}), {"/probe", "calls"}}));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    auto got = results(r.out);
+    for (const char* name : {"keyctl", "add_key", "keyctl_i386", "personality_bsd", "personality_read_implies_exec"})
+        EXPECT_EQ(got[name], "ok") << name << "\n" << r.out;
+    // These fail for another reason without the policy (no capability, bad arguments), never
+    // with the policy's EPERM where the kernel answers otherwise.
+    EXPECT_NE(got["io_uring_setup"], "EPERM") << r.out;
+    EXPECT_NE(got["request_key"], "EPERM") << r.out;
+}
+
+// TIOCSTI on a terminal that is the command's controlling terminal: refused by the policy, also
+// with bits above the low 32 set in the request (which the kernel ignores).
+TEST_F(DefaultPolicy, TerminalInputInjectionIsRefused)
+{
+    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    ASSERT_GE(master, 0);
+    UniqueFd m(master);
+    ASSERT_EQ(::grantpt(master), 0);
+    ASSERT_EQ(::unlockpt(master), 0);
+    const std::string slave_path = ::ptsname(master);
+    auto run_on_tty = [&](const std::vector<std::string>& extra) {
+        Result r;
+        std::string script = "exec '" + cocoon_bin() + "'";
+        for (const std::string& w : args({sandbox(extra), {"/probe", "tiocsti"}}))
+            script += " '" + w + "'";
+        script += " < '" + slave_path + "'";
+        return run({"/bin/sh", "-c", script});
+    };
+    Result on = run_on_tty({});
+    EXPECT_EQ(on.code, 0) << on.out << on.err;
+    auto got = results(on.out);
+    EXPECT_EQ(got["tiocsti"], "EPERM") << on.out;
+    EXPECT_EQ(got["tiocsti_high_bits"], "EPERM") << on.out;
+    EXPECT_EQ(got["tioclinux"], "EPERM") << on.out;
+
+    Result off = run_on_tty({"--no-default-seccomp"});
+    EXPECT_EQ(off.code, 0) << off.out << off.err;
+    auto control = results(off.out);
+    // Without the policy the kernel decides: the byte is injected (ok), or dev.tty.legacy_tiocsti=0
+    // refuses with EIO; TIOCLINUX is for virtual consoles only (ENOTTY/EINVAL on a pty).
+    EXPECT_TRUE(control["tiocsti"] == "ok" || control["tiocsti"] == "EIO") << off.out;
+    EXPECT_NE(control["tioclinux"], "EPERM") << off.out;
+}
+
+// A filter of the caller's (--seccomp) stacks on the policy: both hold.
+TEST_F(DefaultPolicy, TheCallersFilterStacksOnIt)
+{
+    std::unique_ptr<void, decltype(&seccomp_release)> ctx(seccomp_init(SCMP_ACT_ALLOW), &seccomp_release);
+    ASSERT_TRUE(ctx);
+    ASSERT_EQ(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EACCES), SCMP_SYS(uname), 0), 0);
+    // The probe also calls through the i386 ABI, which this filter (x86_64 only) would kill.
+    ASSERT_EQ(seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW), 0);
+    TempDir dir;
+    const std::string filter = dir / "filter.bpf";
+    UniqueFd out(::open(filter.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_EQ(seccomp_export_bpf(ctx.get(), out.get()), 0);
+    out.reset();
+    std::string script = "exec '" + cocoon_bin() + "'";
+    for (const std::string& w : args({sandbox({"--seccomp", "5"}), {"sh", "-c", "uname; echo uname=$?; /probe calls"}}))
+        script += " '" + w + "'";
+    script += " 5< '" + filter + "'";
+    Result r = run({"/bin/sh", "-c", script});
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, "uname=1")) << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, "Permission denied")) << r.err;
+    auto got = results(r.out);
+    EXPECT_EQ(got["keyctl"], "EPERM") << r.out;
+}
+
+// The caller's session keyring and its keys are out of reach (policy off, so keyctl itself runs),
+// and a key planted inside does not outlive the sandbox in the caller's keyrings.
+TEST_F(DefaultPolicy, TheCommandGetsANewEmptySessionKeyring)
+{
+    const std::string inner = "/probe keyring \"$COCOON_KEY\"; /probe plant";
+    Result r = run(args({{probe(), "hostkey", cocoon_bin()}, sandbox({"--no-default-seccomp"}), {"sh", "-c", inner}}));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    auto got = results(r.out);
+    // "host key ID session SID"
+    const std::string host = got["host"];
+    ASSERT_FALSE(host.empty()) << r.out;
+    const std::string host_session = host.substr(host.rfind(' ') + 1);
+    EXPECT_NE(got["session"], host_session) << r.out;
+    EXPECT_NE(got["session"], "-1") << r.out;
+    EXPECT_TRUE(got["read_host_key"] == "EACCES" || got["read_host_key"] == "ENOKEY") << r.out;
+    ASSERT_TRUE(got.count("planted")) << r.out;
+    const std::string planted = got["planted"];
+    EXPECT_NE(planted, "-1") << r.out;
+    // The caller's session keyring holds its own key only.
+    EXPECT_TRUE(contains(r.out, "host session keys 1\n")) << r.out;
+    EXPECT_FALSE(contains(r.out, "host session has " + planted + "\n")) << r.out;
+}
+
+}  // namespace
+}  // namespace cocoon::test
