@@ -201,6 +201,13 @@ int run_check()
                "run under a delegated cgroup (systemd-run --user --scope -p Delegate=yes ...)", false);
     }
 
+    // Security: bwrap's rule, which cocoon keeps: a root caller's command keeps root's
+    // capabilities unless --cap-drop ALL (a user namespace alone maps root to the host's root).
+    r.line(!root, "an unprivileged caller",
+           "as root, pass --cap-drop ALL, or the command keeps root's capabilities: setuid bits and file "
+           "capabilities on what is bound read-write work for every host user, and it can remount and write "
+           "/proc/sys (SECURITY.md, \"A root caller that keeps capabilities\")",
+           false);
     std::printf("%s\n", r.runnable ? "a default sandbox can run here" : "a default sandbox cannot run here");
     return r.runnable ? 0 : 1;
 }

@@ -18,6 +18,19 @@ TEST(Check, ThisHostRunsADefaultSandbox)
     EXPECT_TRUE(r.out.size() > 0 && contains(r.out, "\na default sandbox can run here\n")) << r.out;
 }
 
+// A root caller is told that its commands keep root's capabilities unless it drops them; an
+// unprivileged one is not.
+TEST(Check, ARootCallerIsToldToDropCapabilities)
+{
+    Result r = cocoon({"--check"});
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    if (is_root()) {
+        EXPECT_TRUE(contains(r.out, "no   an unprivileged caller: as root, pass --cap-drop ALL")) << r.out;
+    } else {
+        EXPECT_TRUE(contains(r.out, "yes  an unprivileged caller\n")) << r.out;
+    }
+}
+
 // Inside a sandbox whose user namespaces are used up (--disable-userns), a
 // non-root caller can make no sandbox: --check says which line fails, and why.
 TEST(Check, SaysNoWhereUserNamespacesAreRefused)
