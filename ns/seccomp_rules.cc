@@ -11,7 +11,9 @@
 #include <linux/personality.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -78,6 +80,29 @@ std::vector<Rule> rules()
         out.push_back({"ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, request)}});
     // AF_VSOCK reaches the hypervisor and other guests' services, outside any network namespace.
     out.push_back({"socket", {SCMP_A0(SCMP_CMP_EQ, AF_VSOCK)}});
+    // Setuid and setgid files: a command that runs as the caller's uid can make a file it owns
+    // setuid with chmod, no capability needed; for a root caller (even with --cap-drop ALL) that
+    // file is setuid-root on the host, for any user who runs it from a read-write bind. No agent
+    // needs to make one. The mode argument is compared on its S_ISUID and S_ISGID bits; creating
+    // calls only with O_CREAT or O_TMPFILE. (openat2 carries its mode in memory, out of a
+    // filter's reach: see SECURITY.md.)
+    constexpr unsigned long kSetId = S_ISUID | S_ISGID;
+    for (unsigned long bit : {static_cast<unsigned long>(S_ISUID), static_cast<unsigned long>(S_ISGID)}) {
+        out.push_back({"chmod", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        out.push_back({"fchmod", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        out.push_back({"fchmodat", {SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        out.push_back({"fchmodat2", {SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        out.push_back({"creat", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        out.push_back({"mknod", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        out.push_back({"mknodat", {SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        for (unsigned long create : {static_cast<unsigned long>(O_CREAT), static_cast<unsigned long>(__O_TMPFILE)}) {
+            out.push_back(
+                {"open", {SCMP_A1(SCMP_CMP_MASKED_EQ, create, create), SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
+            out.push_back(
+                {"openat", {SCMP_A2(SCMP_CMP_MASKED_EQ, create, create), SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit)}});
+        }
+    }
+    (void)kSetId;
     // personality: see personality_program below (an allowlist of values, which libseccomp's one
     // comparison per argument cannot express).
     return out;

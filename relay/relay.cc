@@ -598,6 +598,9 @@ void Relay::close_all()
     for (uint32_t i = 0; i < m_slots.size(); ++i) {
         if (m_slots[i].connection) {
             m_slots[i].connection->release(pumps());
+            if (m_slots[i].on_close)
+                std::exchange(m_slots[i].on_close, {})(m_slots[i].connection->delivered(Side::Tcp),
+                                                       m_slots[i].connection->delivered(Side::Unix));
             m_slots[i].connection.reset();
             m_slots[i].starved = 0;
             ++m_slots[i].generation;

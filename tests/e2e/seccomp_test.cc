@@ -3,6 +3,7 @@
 // call gets past the policy (so the EPERM was the policy's). The probe (tests/e2e/probe/
 // seccomp_probe.cc) makes the calls.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <seccomp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +80,44 @@ TEST_F(DefaultPolicy, WithoutThePolicyTheKernelAllowsThem)
     // with the policy's EPERM where the kernel answers otherwise.
     EXPECT_NE(got["io_uring_setup"], "EPERM") << r.out;
     EXPECT_NE(got["request_key"], "EPERM") << r.out;
+}
+
+// No way of making a setuid or setgid file works (for a root caller such a file in a read-write
+// bind is setuid-root on the host, even with --cap-drop ALL); without the policy the owner may.
+TEST_F(DefaultPolicy, SetuidAndSetgidFilesCannotBeMade)
+{
+    const std::vector<std::string> ways = {"chmod_suid",          "chmod_sgid",      "fchmod_suid",
+                                           "fchmodat_suid",       "open_creat_suid", "openat_creat_sgid",
+                                           "openat_tmpfile_suid", "mknod_suid"};
+    for (bool policy : {true, false}) {
+        TempDir wt;
+        ASSERT_EQ(::chmod(wt.path().c_str(), 0777), 0);
+        std::vector<std::string> extra = {"--bind", wt.path(), "/wt"};
+        if (!policy)
+            extra.push_back("--no-default-seccomp");
+        Result r = cocoon(args({sandbox(extra), {"/probe", "setid", "/wt"}}));
+        ASSERT_EQ(r.code, 0) << r.out << r.err;
+        auto got = results(r.out);
+        EXPECT_EQ(got["create_plain"], "ok") << r.out;
+        EXPECT_EQ(got["chmod_plain"], "ok") << r.out;
+        if (policy) {
+            for (const std::string& way : ways)
+                EXPECT_EQ(got[way], "EPERM") << way << "\n" << r.out;
+        }
+        if (!policy) {
+            EXPECT_EQ(got["chmod_suid"], "ok") << r.out;
+            EXPECT_EQ(got["open_creat_suid"], "ok") << r.out;
+        }
+        // Nothing setuid or setgid is left in the directory with the policy.
+        if (policy) {
+            for (const auto& [name, content] : files_under(wt.path())) {
+                struct stat st;
+                const std::string path = name.rfind('/', 0) == 0 ? name : wt / name;
+                ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+                EXPECT_EQ(st.st_mode & 06000, 0U) << name;
+            }
+        }
+    }
 }
 
 // TIOCSTI on a terminal that is the command's controlling terminal: refused by the policy, also

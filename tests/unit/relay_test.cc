@@ -697,3 +697,53 @@ TEST_F(RelayTest, RejectsWhatIsNotAListeningTcpSocket)
     EXPECT_THROW(relay.add_listener(listen_on(loopback()), ""), UsageError);
     EXPECT_NO_THROW(relay.add_listener(listen_on(loopback()), socket_path()));
 }
+
+namespace cocoon::relay {
+namespace {
+
+// --egress hands the relay connected pairs (Relay::adopt): their bytes are relayed and counted,
+// and the count reaches the close hook whether the connection ends by itself or with close_all.
+TEST(RelayAdopt, CountsWhatItRelaysAndReportsItAtTheEnd)
+{
+    ::signal(SIGPIPE, SIG_IGN);
+    for (bool ends_by_itself : {true, false}) {
+        Relay relay;
+        int client[2], upstream[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, client), 0);
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, upstream), 0);
+        UniqueFd app(client[0]), origin(upstream[1]);
+        uint64_t up = 0, down = 0;
+        int calls = 0;
+        ASSERT_TRUE(relay.adopt(UniqueFd(client[1]), UniqueFd(upstream[0]), [&](uint64_t u, uint64_t d) {
+            up = u;
+            down = d;
+            ++calls;
+        }));
+        ASSERT_EQ(::write(app.get(), "hello", 5), 5);
+        ASSERT_EQ(::write(origin.get(), "hi", 2), 2);
+        char buf[8];
+        auto readable = [](int fd) {
+            pollfd p{fd, POLLIN, 0};
+            return ::poll(&p, 1, 0) == 1;
+        };
+        for (int i = 0; i < 200 && !(readable(origin.get()) && readable(app.get())); ++i)
+            relay.run_once(10);
+        EXPECT_EQ(::read(origin.get(), buf, sizeof buf), 5);
+        EXPECT_EQ(::read(app.get(), buf, sizeof buf), 2);
+        if (ends_by_itself) {
+            ::shutdown(app.get(), SHUT_WR);
+            ::shutdown(origin.get(), SHUT_WR);
+            for (int i = 0; i < 100 && calls == 0; ++i)
+                relay.run_once(10);
+        } else {
+            relay.close_all();
+        }
+        EXPECT_EQ(calls, 1) << (ends_by_itself ? "ended by itself" : "close_all");
+        EXPECT_EQ(up, 5U);
+        EXPECT_EQ(down, 2U);
+        EXPECT_EQ(relay.connection_count(), 0U);
+    }
+}
+
+}  // namespace
+}  // namespace cocoon::relay

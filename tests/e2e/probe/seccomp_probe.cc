@@ -2,6 +2,7 @@
 // per attempt: "NAME ok" or "NAME E<errno name>". Static, so it runs in any sandbox layout.
 //
 // usage: cocoon_seccomp_probe calls            the refused calls, one line each
+//        cocoon_seccomp_probe setid DIR        makes setuid/setgid files in DIR, one line per way
 //        cocoon_seccomp_probe tiocsti          TIOCSTI and TIOCLINUX on stdin (a terminal), made
 //                                              the controlling terminal of a new session first
 //        cocoon_seccomp_probe keyring ID       the session keyring's id, and whether key ID reads
@@ -15,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -115,6 +117,26 @@ int calls()
     return 0;
 }
 
+// Tries to make setuid and setgid files in DIR (a writable directory), one line per way.
+int setid(const std::string& dir)
+{
+    const std::string f = dir + "/plain";
+    int fd = ::open(f.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+    report("create_plain", fd);
+    report("chmod_suid", ::chmod(f.c_str(), 04755));
+    report("chmod_sgid", ::chmod(f.c_str(), 02755));
+    report("fchmod_suid", fd >= 0 ? ::fchmod(fd, 04755) : -1);
+    report("fchmodat_suid", ::fchmodat(AT_FDCWD, f.c_str(), 04755, 0));
+    if (fd >= 0)
+        ::close(fd);
+    report("open_creat_suid", ::open((dir + "/a").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 04755));
+    report("openat_creat_sgid", ::openat(AT_FDCWD, (dir + "/b").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 02755));
+    report("openat_tmpfile_suid", ::openat(AT_FDCWD, dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 04755));
+    report("mknod_suid", ::mknod((dir + "/c").c_str(), S_IFREG | 04755, 0));
+    report("chmod_plain", ::chmod(f.c_str(), 0700));
+    return 0;
+}
+
 int tiocsti()
 {
     // A new session whose controlling terminal is stdin: then only the policy stands between the
@@ -199,6 +221,8 @@ int main(int argc, char** argv)
         return calls();
     if (mode == "tiocsti")
         return tiocsti();
+    if (mode == "setid" && argc > 2)
+        return setid(argv[2]);
     if (mode == "keyring" && argc > 2)
         return keyring(argv[2]);
     if (mode == "plant")
