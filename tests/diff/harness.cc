@@ -17,6 +17,7 @@
 #include <map>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -75,10 +76,18 @@ public:
                     "--map-root-user", "--pid", "--fork", "--kill-child", "sleep", "30", nullptr);
             _exit(127);
         }
-        for (int i = 0; i < 500 && link("/proc/" + std::to_string(m_pid) + "/ns/pid_for_children") ==
-                                       link("/proc/self/ns/pid_for_children");
-             ++i)
+        // Ready once the inner unshare has forked its sleep: by then both namespaces exist and
+        // their id maps are written (a holder taken earlier made bwrap's setns fail with EPERM).
+        const std::string children = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(m_pid) + "/children";
+        for (int i = 0; i < 1000; ++i) {
+            std::ifstream in(children);
+            std::string first;
+            if (link("/proc/" + std::to_string(m_pid) + "/ns/pid_for_children") !=
+                    link("/proc/self/ns/pid_for_children") &&
+                (in >> first) && !first.empty())
+                break;
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
     }
     ~NsHolder()
     {
