@@ -307,7 +307,7 @@ void Relay::on_listener(uint32_t index)
         return;
     Listener& listener = *m_listeners[index];
     for (int i = 0; i < kAcceptBatch; ++i) {
-        if (connection_count() >= m_options.max_connections)
+        if (in_use() >= m_options.max_connections)
             return;  // sync_listeners already stopped watching
         // The Unix socket is made before accept4, so a relay out of fds leaves the client waiting
         // in the backlog rather than accepting it only to drop it. The spare is kept for the next
@@ -350,9 +350,26 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
     // Security: the target is the host path given on cocoon's command line, connected in the
     // monitor's mount namespace: the sandbox neither names it nor sees it.
     // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
-    // EAGAIN, never EINPROGRESS. Any failure closes this client only; the next one tries again.
-    if (::connect(unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target), listener.target_len) < 0) {
-        const int err = errno;
+    // EAGAIN, never EINPROGRESS. EAGAIN is tried again later (retry_waiting) while the client
+    // waits; any other failure closes this client only, and the next one tries again.
+    // Clients that wait keep their order: a new one queues behind them.
+    const bool queued = !m_waiting.empty();
+    if (queued ||
+        ::connect(unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target), listener.target_len) < 0) {
+        const int err = queued ? EAGAIN : errno;
+        if (err == EAGAIN) {
+            const Clock::time_point now = Clock::now();
+            if (m_waiting.empty()) {
+                m_retry_delay = m_options.connect_retry_first;
+                m_next_retry = now + m_retry_delay;
+            }
+            m_waiting.push_back(
+                {listener_index, std::move(tcp), std::move(unix_socket), now + m_options.connect_retry_total});
+            arm_timer(m_next_retry);
+            if (in_use() >= m_options.max_connections)
+                sync_listeners(now);
+            return;
+        }
         reset_tcp(tcp);
         report(listener, error_text("connect", err));
         return;
@@ -495,7 +512,7 @@ void Relay::pause(Listener& listener, Clock::time_point now)
 // Watches each listener unless it is paused or the relay is at max_connections.
 void Relay::sync_listeners(Clock::time_point now)
 {
-    const bool full = connection_count() >= m_options.max_connections;
+    const bool full = in_use() >= m_options.max_connections;
     for (uint32_t i = 0; i < m_listeners.size(); ++i) {
         Listener& listener = *m_listeners[i];
         const bool want = !full && now >= listener.paused_until;
@@ -516,6 +533,7 @@ void Relay::on_timer()
         throw SysError(errno, "read(relay timerfd)");
     m_timer_armed = false;
     const Clock::time_point now = Clock::now();
+    retry_waiting(now);
     sync_listeners(now);
     for (auto& each : m_listeners) {
         Listener& listener = *each;
@@ -530,6 +548,59 @@ void Relay::on_timer()
         }
         flush(listener, now);
     }
+}
+
+// Tries the waiting clients in order while the host socket takes them. The first refused again
+// with EAGAIN ends the round (the backlog is full: the rest would be refused too) and the next
+// round waits twice as long; one that connects resets the wait. A client past its
+// connect_retry_total, or refused otherwise, is closed with an RST and reported.
+void Relay::retry_waiting(Clock::time_point now)
+{
+    if (m_waiting.empty())
+        return;
+    if (now >= m_next_retry) {
+        while (!m_waiting.empty()) {
+            Waiting& w = m_waiting.front();
+            Listener& listener = *m_listeners[w.listener];
+            if (::connect(w.unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target),
+                          listener.target_len) == 0) {
+                int one = 1;
+                ::setsockopt(w.tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                auto connection = std::make_unique<Connection>(std::move(w.tcp), std::move(w.unix_socket), w.listener);
+                m_waiting.pop_front();
+                if (!install(std::move(connection), {}))
+                    report(listener, error_text("epoll_ctl(ADD)", errno));
+                m_retry_delay = m_options.connect_retry_first;
+                continue;
+            }
+            const int err = errno;
+            if (err == EAGAIN && now < w.give_up) {
+                m_retry_delay = std::min(m_retry_delay * 2, m_options.connect_retry_max);
+                break;
+            }
+            reset_tcp(w.tcp);
+            report(listener, error_text("connect", err) +
+                                 (err == EAGAIN ? " (the proxy's backlog stayed full for " +
+                                                      std::to_string(m_options.connect_retry_total.count()) + " ms)"
+                                                : ""));
+            m_waiting.pop_front();
+        }
+        m_next_retry = now + m_retry_delay;
+    }
+    // Clients behind the first give up on their own time too.
+    for (auto it = m_waiting.begin(); it != m_waiting.end();) {
+        if (now < it->give_up) {
+            ++it;
+            continue;
+        }
+        reset_tcp(it->tcp);
+        report(*m_listeners[it->listener], "connect: " + std::string(std::strerror(EAGAIN)) +
+                                               " (the proxy's backlog stayed full for " +
+                                               std::to_string(m_options.connect_retry_total.count()) + " ms)");
+        it = m_waiting.erase(it);
+    }
+    if (!m_waiting.empty())
+        arm_timer(m_next_retry);
 }
 
 void Relay::report(Listener& listener, const std::string& message)
@@ -594,6 +665,7 @@ void Relay::close_all()
     for (auto& listener : m_listeners)
         if (listener->suppressed > 0)
             flush(*listener, Clock::now());
+    m_waiting.clear();
     m_listeners.clear();
     for (uint32_t i = 0; i < m_slots.size(); ++i) {
         if (m_slots[i].connection) {

@@ -40,6 +40,13 @@ struct RelayOptions {
     // stop accepting (new clients wait in the listen backlog) until one closes. It bounds the
     // fds; the monitor sets it from RLIMIT_NOFILE.
     size_t max_connections = 1024;
+    // A connect to the host socket that finds its accept backlog full (EAGAIN) waits in a queue,
+    // in order, while the TCP client waits: a burst is queued, not dropped. The oldest is tried
+    // again after connect_retry_first, then twice as long each time it is refused again, up to
+    // connect_retry_max; each client gives up (RST) after connect_retry_total.
+    std::chrono::milliseconds connect_retry_first{1};
+    std::chrono::milliseconds connect_retry_max{20};
+    std::chrono::milliseconds connect_retry_total{10'000};
     // After accept4 or socket fail with EMFILE/ENFILE/ENOMEM, the listener is not watched for
     // this long, so a process out of fds does not spin on a readable listener.
     std::chrono::milliseconds accept_pause{100};
@@ -94,6 +101,8 @@ public:
 
     // Open relayed connections. Safe to read from any thread.
     size_t connection_count() const { return m_connection_count.load(std::memory_order_relaxed); }
+    // Clients waiting for the host socket's backlog to take their connection (EAGAIN).
+    size_t waiting_count() const { return m_waiting.size(); }
     // Empty buffers kept for reuse, at most kMaxSpareBytes of them.
     size_t spare_buffer_count() const;
     // Empty pipes kept for reuse (two fds each), at most kMaxSparePipes.
@@ -124,6 +133,8 @@ private:
     void on_listener(uint32_t index);
     bool make_spare_unix(Listener& listener);
     void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
+    void retry_waiting(Clock::time_point now);
+    size_t in_use() const { return connection_count() + m_waiting.size(); }
     bool install(std::unique_ptr<Connection> connection, CloseHook on_close);
     Slot* live_slot(uint64_t token);
     void on_connection(uint64_t token, uint32_t events);
@@ -151,6 +162,15 @@ private:
     // Tokens of connections waiting for a buffer ([0]) or a pipe ([1]), oldest first.
     std::deque<uint64_t> m_starved[2];
     UniqueFd m_spare_unix;  // the next connection's socket to the host, made before accept4
+    // Accepted clients whose connect found the host's backlog full, oldest first.
+    struct Waiting {
+        uint32_t listener;
+        UniqueFd tcp, unix_socket;
+        Clock::time_point give_up;
+    };
+    std::deque<Waiting> m_waiting;
+    Clock::time_point m_next_retry{};
+    std::chrono::milliseconds m_retry_delay{};
     std::atomic<size_t> m_connection_count{0};
 };
 

@@ -738,6 +738,50 @@ TEST_F(Relay, ThousandConcurrentConnectionsWithAmpleFds)
                                 lim.rlim_max);
 }
 
+// A proxy whose accept backlog holds one connection and that accepts one every 2 ms: 300 clients
+// opened at once inside all get through. connect() to the host socket fails with EAGAIN while the
+// backlog is full, and the relay tries again while the client waits instead of dropping it.
+TEST_F(Relay, ABurstWaitsForASlowProxyWithATinyBacklog)
+{
+    raise_nofile();
+    UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, m_socket.data(), m_socket.size());
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(listener.get(), 1), 0);
+    std::atomic<bool> stop{false};
+    std::atomic<int> served{0};
+    std::vector<std::thread> workers;
+    std::thread acceptor([&] {
+        while (!stop) {
+            pollfd p{listener.get(), POLLIN, 0};
+            if (::poll(&p, 1, 50) != 1)
+                continue;
+            int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0)
+                continue;
+            workers.emplace_back([fd, &served] {
+                UniqueFd conn(fd);
+                if (read_line(fd) == "echo") {
+                    if (auto line = read_line(fd); line && send_all(fd, *line + "\n"))
+                        ++served;
+                }
+            });
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+    });
+    Result r = client(client_spec("many", "300"), {}, 30000);
+    stop = true;
+    acceptor.join();
+    for (std::thread& t : workers)
+        t.join();
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "echoed 300 of 300\n") << r.err;
+    EXPECT_EQ(served.load(), 300);
+    EXPECT_FALSE(contains(r.err, "connect")) << r.err;
+}
+
 TEST_F(Relay, ProxyDownClosesOnlyThatConnection)
 {
     auto target = std::make_unique<Target>(m_socket);

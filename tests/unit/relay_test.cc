@@ -494,7 +494,9 @@ TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
     EXPECT_GE(lines[1].first - lines[0].first, 950ms);
 }
 
-TEST_F(RelayTest, FullProxyBacklogClosesOnlyTheExtraClient)
+// The proxy's backlog is full: the extra client waits (its connect is tried again), and is
+// relayed once the proxy has accepted the one before it.
+TEST_F(RelayTest, FullProxyBacklogQueuesTheExtraClient)
 {
     LogLines log;
     relay::RelayOptions options;
@@ -507,8 +509,43 @@ TEST_F(RelayTest, FullProxyBacklogClosesOnlyTheExtraClient)
 
     UniqueFd first = connect_to(addr);
     ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
-    expect_refused_promptly(addr);
-    EXPECT_TRUE(wait_until([&] { return log.contains("connect: Resource temporarily unavailable"); }, 1s));
+    UniqueFd second = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.waiting_count() == 1; }));
+    std::this_thread::sleep_for(100ms);  // several refused retries
+    EXPECT_EQ(relay.waiting_count(), 1u);
+    EXPECT_EQ(relay.connection_count(), 1u);
+    // The proxy takes the first; the second's retry then finds room.
+    UniqueFd server1 = accept_one(proxy.get());
+    ASSERT_TRUE(server1);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 2 && relay.waiting_count() == 0; }, 2s));
+    UniqueFd server2 = accept_one(proxy.get());
+    ASSERT_TRUE(server2);
+    for (auto [client, server] : {std::pair{&first, &server1}, {&second, &server2}}) {
+        ASSERT_TRUE(send_all(client->get(), "ping", 4));
+        char buf[4];
+        ASSERT_EQ(recv_exact(server->get(), buf, 4), 4u);
+        EXPECT_EQ(std::string(buf, 4), "ping");
+    }
+    EXPECT_FALSE(log.contains("connect:")) << "a waiting client was reported as refused";
+}
+
+// A client whose proxy never makes room gives up after connect_retry_total: an RST, one line.
+TEST_F(RelayTest, AClientWaitingTooLongIsReset)
+{
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    options.connect_retry_total = 200ms;
+    relay::Relay relay(options);
+    Address addr = listen(relay);
+    UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
+    RelayRunner runner(relay);
+
+    UniqueFd first = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
+    expect_refused_promptly(addr, 2s);
+    EXPECT_TRUE(wait_until([&] { return log.contains("backlog stayed full for 200 ms"); }, 1s));
+    EXPECT_EQ(relay.waiting_count(), 0u);
     // The first is still relayed, and works once the proxy accepts it.
     EXPECT_EQ(relay.connection_count(), 1u);
     UniqueFd server = accept_one(proxy.get());
