@@ -9,7 +9,7 @@ cocoon_packages=(
   libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev libc-ares-dev
   googletest libgtest-dev
   util-linux procps bubblewrap curl socat openssl nodejs
-  clang-format clang-tidy
+  clang-format clang-tidy clang libclang-rt-14-dev
   dpkg-dev groff-base
 )
 
@@ -91,4 +91,24 @@ cocoon_build_release() {
   CXXFLAGS="$(dpkg-buildflags --get CXXFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
     LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" \
     COCOON_BUILD=$dir cocoon_build -DCMAKE_BUILD_TYPE=Release -DCOCOON_WERROR=OFF
+}
+
+# Builds the libFuzzer targets with clang (tests/fuzz) and runs each for ${COCOON_FUZZ_SECONDS:-60}
+# s on a copy of its seed corpus; a crash, a sanitizer report or a timeout fails.
+cocoon_fuzz() {
+  local dir=${COCOON_BUILD}-fuzz work t
+  CC=clang CXX=clang++ cmake -S "$COCOON_ROOT" -B "$dir" -G Ninja -DCOCOON_FUZZ=ON >/dev/null
+  cmake --build "$dir" --target cocoon_fuzz_cli_plan cocoon_fuzz_channel cocoon_fuzz_egress_request -- --quiet
+  for t in cli_plan channel egress_request; do
+    work=$(mktemp -d /tmp/cocoon-fuzz.XXXXXX)
+    cp "$COCOON_ROOT/tests/fuzz/corpus/$t/"* "$work/"
+    if ! (cd "$work" && "$dir/tests/cocoon_fuzz_$t" -max_total_time="${COCOON_FUZZ_SECONDS:-60}" -timeout=10 \
+          -rss_limit_mb=2048 -print_final_stats=1 "$work" >"$work.log" 2>&1); then
+      tail -40 "$work.log" >&2
+      echo "tools/test: fuzzer $t failed (the input that failed is in $work)" >&2
+      return 1
+    fi
+    echo "fuzz $t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work.log" | grep -o '[0-9]*$') runs, no failure"
+    rm -rf "$work" "$work.log"
+  done
 }
