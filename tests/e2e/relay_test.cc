@@ -738,18 +738,20 @@ TEST_F(Relay, ThousandConcurrentConnectionsWithAmpleFds)
                                 lim.rlim_max);
 }
 
-// A proxy whose accept backlog holds one connection and that accepts one every 2 ms: 300 clients
-// opened at once inside all get through. connect() to the host socket fails with EAGAIN while the
-// backlog is full, and the relay tries again while the client waits instead of dropping it.
-TEST_F(Relay, ABurstWaitsForASlowProxyWithATinyBacklog)
+// A proxy whose listen backlog holds `backlog` connections and that accepts one every
+// `pause_us`, echoing one line on each; `count` clients opened at once inside must all get
+// through. connect() to the host socket fails with EAGAIN while the backlog is full, and the relay
+// tries again while the client waits instead of dropping it.
+void expect_burst_through_slow_proxy(const std::string& socket_path, const std::function<Result(size_t)>& clients,
+                                     size_t count, int backlog, int pause_us)
 {
     raise_nofile();
     UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, m_socket.data(), m_socket.size());
+    std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
     ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(listener.get(), 1), 0);
+    ASSERT_EQ(::listen(listener.get(), backlog), 0);
     std::atomic<bool> stop{false};
     std::atomic<int> served{0};
     std::vector<std::thread> workers;
@@ -768,18 +770,41 @@ TEST_F(Relay, ABurstWaitsForASlowProxyWithATinyBacklog)
                         ++served;
                 }
             });
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
         }
     });
-    Result r = client(client_spec("many", "300"), {}, 30000);
+    const auto start = Clock::now();
+    Result r = clients(count);
     stop = true;
     acceptor.join();
     for (std::thread& t : workers)
         t.join();
+    std::printf("%zu connections through a proxy with backlog %d in %lld ms\n", count, backlog, ms_since(start));
     EXPECT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, "echoed 300 of 300\n") << r.err;
-    EXPECT_EQ(served.load(), 300);
+    EXPECT_EQ(r.out, "echoed " + std::to_string(count) + " of " + std::to_string(count) + "\n") << r.err;
+    EXPECT_EQ(served.load(), static_cast<int>(count));
     EXPECT_FALSE(contains(r.err, "connect")) << r.err;
+}
+
+TEST_F(Relay, ABurstWaitsForASlowProxyWithATinyBacklog)
+{
+    // Backlog 1, one accept every 2 ms: 300 clients.
+    expect_burst_through_slow_proxy(
+        m_socket, [&](size_t n) { return client(client_spec("many", std::to_string(n)), {}, 30000); }, 300, 1, 2000);
+}
+
+// As many concurrent connections as the fd limit allows (two fds each in cocoon; at most 10,000)
+// through a proxy with a small backlog that accepts slowly.
+TEST_F(Relay, TenThousandConcurrentConnectionsThroughASlowProxy)
+{
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    const size_t count = std::min<size_t>(10000, (lim.rlim_max - 200) / 2);
+    std::printf("the hard fd limit %llu allows %zu connections\n", static_cast<unsigned long long>(lim.rlim_max),
+                count);
+    ASSERT_GE(count, 1000U) << "the hard RLIMIT_NOFILE is too low for this test";
+    expect_burst_through_slow_proxy(
+        m_socket, [&](size_t n) { return client(client_spec("many", std::to_string(n)), {}, 60000); }, count, 16, 20);
 }
 
 TEST_F(Relay, ProxyDownClosesOnlyThatConnection)
