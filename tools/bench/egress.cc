@@ -1,0 +1,204 @@
+// Egress benchmark driver. Two roles in one binary:
+//
+//   egress_bench host SECONDS     (outside) serves on 127.0.0.1: a sink that streams zeros and an
+//                                 echo server; prints "ports SINK ECHO" and serves for SECONDS.
+//   egress_bench client PROXY_PORT SINK ECHO MIB PINGS SECONDS
+//                                 (inside a sandbox) tunnels through the HTTP proxy at
+//                                 127.0.0.1:PROXY_PORT with CONNECT, and measures: MIB MiB
+//                                 downloaded from the sink, PINGS 64-byte round trips to the echo
+//                                 server, and CONNECT+close cycles for SECONDS seconds. Prints
+//                                 "mibps X", "rtt_us X", "conns_per_s X".
+//
+// tools/bench/egress runs it against cocoon --egress and against cocoon --relay to tinyproxy
+// (behind a Unix socket), in one run.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int listen_tcp(uint16_t& port)
+{
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || ::listen(fd, 4096) < 0) {
+        std::perror("listen");
+        std::exit(1);
+    }
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    return fd;
+}
+
+void serve(int listener, bool sink)
+{
+    for (;;) {
+        int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        std::thread([fd, sink] {
+            int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            std::vector<char> buf(256 * 1024, 0);
+            if (sink) {
+                // "N\n": N bytes of zeros follow.
+                std::string line;
+                char c;
+                while (::read(fd, &c, 1) == 1 && c != '\n')
+                    line += c;
+                long long left = std::atoll(line.c_str());
+                while (left > 0) {
+                    ssize_t n = ::write(fd, buf.data(), static_cast<size_t>(std::min<long long>(left, 256 * 1024)));
+                    if (n <= 0)
+                        break;
+                    left -= n;
+                }
+            } else {
+                for (ssize_t n; (n = ::read(fd, buf.data(), buf.size())) > 0;)
+                    if (::write(fd, buf.data(), static_cast<size_t>(n)) != n)
+                        break;
+            }
+            ::close(fd);
+        }).detach();
+    }
+}
+
+int host(int seconds)
+{
+    uint16_t sink_port = 0, echo_port = 0;
+    int sink = listen_tcp(sink_port), echo = listen_tcp(echo_port);
+    std::printf("ports %u %u\n", sink_port, echo_port);
+    std::fflush(stdout);
+    std::thread(serve, sink, true).detach();
+    std::thread(serve, echo, false).detach();
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    return 0;
+}
+
+// A tunnel to 127.0.0.1:target through the proxy; -1 when refused.
+int tunnel(uint16_t proxy, uint16_t target)
+{
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(proxy);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) {
+        ::close(fd);
+        return -1;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const std::string req = "CONNECT 127.0.0.1:" + std::to_string(target) + " HTTP/1.1\r\nHost: 127.0.0.1:" +
+                            std::to_string(target) + "\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+        ::close(fd);
+        return -1;
+    }
+    std::string head;
+    char c;
+    while (head.find("\r\n\r\n") == std::string::npos && ::read(fd, &c, 1) == 1)
+        head += c;
+    if (head.compare(0, 12, "HTTP/1.1 200") != 0 && head.compare(0, 12, "HTTP/1.0 200") != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int client(uint16_t proxy, uint16_t sink, uint16_t echo, long long mib, int pings, double seconds)
+{
+    // Throughput.
+    {
+        int fd = tunnel(proxy, sink);
+        if (fd < 0)
+            return std::printf("error tunnel to the sink\n"), 1;
+        const long long bytes = mib * 1024 * 1024;
+        const std::string req = std::to_string(bytes) + "\n";
+        if (::write(fd, req.data(), req.size()) < 0)
+            return 1;
+        std::vector<char> buf(1 << 20);
+        long long got = 0;
+        const auto start = Clock::now();
+        for (ssize_t n; got < bytes && (n = ::read(fd, buf.data(), buf.size())) > 0;)
+            got += n;
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        ::close(fd);
+        std::printf("mibps %.0f\n", static_cast<double>(got) / (1024 * 1024) / s);
+    }
+    // Round trips.
+    {
+        int fd = tunnel(proxy, echo);
+        if (fd < 0)
+            return std::printf("error tunnel to the echo server\n"), 1;
+        char msg[64] = {};
+        std::vector<double> us;
+        for (int i = 0; i < pings; ++i) {
+            const auto start = Clock::now();
+            if (::write(fd, msg, sizeof msg) != sizeof msg)
+                return 1;
+            size_t got = 0;
+            while (got < sizeof msg) {
+                ssize_t n = ::read(fd, msg + got, sizeof msg - got);
+                if (n <= 0)
+                    return 1;
+                got += static_cast<size_t>(n);
+            }
+            us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+        }
+        std::sort(us.begin(), us.end());
+        std::printf("rtt_us %.1f\n", us[us.size() / 2]);
+        ::close(fd);
+    }
+    // Connections per second: CONNECT, one echo, close.
+    {
+        long count = 0;
+        const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+        const auto start = Clock::now();
+        while (Clock::now() < end) {
+            int fd = tunnel(proxy, echo);
+            if (fd < 0)
+                return std::printf("error tunnel %ld\n", count), 1;
+            char b = 'x';
+            if (::write(fd, &b, 1) != 1 || ::read(fd, &b, 1) != 1)
+                return 1;
+            ::close(fd);
+            ++count;
+        }
+        std::printf("conns_per_s %.0f\n", count / std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    const std::string role = argc > 1 ? argv[1] : "";
+    if (role == "host" && argc == 3)
+        return host(std::atoi(argv[2]));
+    if (role == "client" && argc == 8)
+        return client(static_cast<uint16_t>(std::atoi(argv[2])), static_cast<uint16_t>(std::atoi(argv[3])),
+                      static_cast<uint16_t>(std::atoi(argv[4])), std::atoll(argv[5]), std::atoi(argv[6]),
+                      std::atof(argv[7]));
+    std::fprintf(stderr, "usage: %s host SECONDS | client PROXY_PORT SINK ECHO MIB PINGS SECONDS\n", argv[0]);
+    return 2;
+}
