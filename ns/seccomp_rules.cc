@@ -157,6 +157,11 @@ int main()
     std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
     if (!ctx)
         return fail("seccomp_init", -ENOMEM);
+    // Start-up speed: a binary tree of syscall numbers rather than a chain. The kernel runs the
+    // filter for every syscall number of every ABI when it is loaded (to cache the calls it always
+    // allows), and a chain made that load take ~220 us; the tree, a fraction of it.
+    if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2); rc < 0)
+        return fail("seccomp_attr_set(SCMP_FLTATR_CTL_OPTIMIZE)", rc);
     // The compat ABIs of an x86_64 kernel: a 32-bit binary (or int $0x80 from a 64-bit one) and
     // x32 are filtered by the same rules, each with its own syscall numbers.
     for (uint32_t arch : {SCMP_ARCH_X86, SCMP_ARCH_X32})

@@ -145,7 +145,10 @@ int cocoon_main(int argc, char** argv)
     // is parsed, the internal PID 1 mode included.
     if (::getuid() != ::geteuid() || ::getgid() != ::getegid()) {
         std::fprintf(stderr, "%s: refusing to run setuid or setgid: install cocoon without the s bits\n", prog.c_str());
-        return 1;
+        // At once: no exit handler runs with raised privileges (nor LeakSanitizer's, which cannot
+        // work in a setuid process).
+        std::fflush(stderr);
+        std::_Exit(1);
     }
     if (ns::is_pid1_mode(args))
         ns::pid1_main(args);
