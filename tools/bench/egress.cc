@@ -107,8 +107,8 @@ int tunnel(uint16_t proxy, uint16_t target)
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    const std::string req = "CONNECT 127.0.0.1:" + std::to_string(target) + " HTTP/1.1\r\nHost: 127.0.0.1:" +
-                            std::to_string(target) + "\r\n\r\n";
+    const std::string req = "CONNECT 127.0.0.1:" + std::to_string(target) +
+                            " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(target) + "\r\n\r\n";
     if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
         ::close(fd);
         return -1;
