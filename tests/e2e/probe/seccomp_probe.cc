@@ -1,6 +1,5 @@
-// Tries what a sandbox must prevent, from inside one, and prints one line per attempt: "NAME ok" or
-// "NAME E<errno name>". The default seccomp policy's tests and the escape tests use it. Static, so
-// it runs in any sandbox layout.
+// Tries what cocoon's default seccomp policy refuses, from inside a sandbox, and prints one line
+// per attempt: "NAME ok" or "NAME E<errno name>". Static, so it runs in any sandbox layout.
 //
 // usage: cocoon_seccomp_probe calls            the refused calls, one line each
 //        cocoon_seccomp_probe setid DIR        makes setuid/setgid files in DIR, one line per way
@@ -16,10 +15,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/personality.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/sysmacros.h>
-#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,8 +24,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
-#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -70,18 +64,6 @@ const char* errno_name(int err)
         return "EOPNOTSUPP";
     case ESRCH:
         return "ESRCH";
-    case EROFS:
-        return "EROFS";
-    case ECONNREFUSED:
-        return "ECONNREFUSED";
-    case ENETUNREACH:
-        return "ENETUNREACH";
-    case EAGAIN:
-        return "EAGAIN";
-    case EBUSY:
-        return "EBUSY";
-    case ENOSPC:
-        return "ENOSPC";
     default:
         return "E?";
     }
@@ -229,62 +211,6 @@ int hostkey(char** argv)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-// The escape attempts, one per mode (see main).
-int escape(const std::string& what, const char* arg)
-{
-    const std::string path = arg ? arg : "";
-    if (what == "ptrace") {
-        report("ptrace_attach", ::syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, std::atoi(arg), 0, 0));
-        report("ptrace_seize", ::syscall(SYS_ptrace, 0x4206 /* PTRACE_SEIZE */, std::atoi(arg), 0, 0));
-    } else if (what == "abstract") {
-        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        std::memcpy(addr.sun_path + 1, path.data(), std::min(path.size(), sizeof addr.sun_path - 2));
-        const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
-        report("connect_abstract", ::connect(fd, reinterpret_cast<sockaddr*>(&addr), len));
-    } else if (what == "umount") {
-        report("umount", ::umount2(path.c_str(), 0));
-        report("umount_detach", ::umount2(path.c_str(), MNT_DETACH));
-    } else if (what == "remount-rw") {
-        report("remount_rw", ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND, nullptr));
-    } else if (what == "nested") {
-        // A user and mount namespace of its own inside the sandbox: full capabilities over them,
-        // and still the sandbox's mounts are locked.
-        if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
-            report("nested_unshare", -1);
-            return 0;
-        }
-        report("nested_umount", ::umount2(path.c_str(), MNT_DETACH));
-        report("nested_remount_rw", ::mount(nullptr, "/usr", nullptr, MS_REMOUNT | MS_BIND, nullptr));
-        report("nested_mount", ::mount("tmpfs", path.c_str(), "tmpfs", 0, nullptr));
-        // What the nested namespace sees under `path` now: the tmpfs, empty.
-        report("nested_sees_own_mount", ::access((path + "/.").c_str(), F_OK));
-    } else if (what == "mknod") {
-        report("mknod_char", ::mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3)));
-    } else if (what == "forkbomb") {
-        // Forks until refused (at most 100000 children, each waiting to be killed); prints how many.
-        // A process group of its own first: the kill(0) below must reach the children only.
-        ::setpgid(0, 0);
-        long made = 0;
-        for (; made < 100000; ++made) {
-            pid_t pid = ::fork();
-            if (pid < 0)
-                break;
-            if (pid == 0) {
-                ::pause();
-                ::_exit(0);
-            }
-        }
-        std::printf("forked %ld then %s\n", made, errno_name(errno));
-        std::fflush(stdout);
-        ::kill(0, SIGKILL);
-    } else {
-        return 2;
-    }
-    return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv)
@@ -303,8 +229,6 @@ int main(int argc, char** argv)
         return plant();
     if (mode == "hostkey" && argc > 2)
         return hostkey(argv + 2);
-    if (argc > 1 && escape(mode, argc > 2 ? argv[2] : nullptr) == 0)
-        return 0;
     std::fprintf(stderr, "usage: %s calls|tiocsti|keyring ID|plant|hostkey CMD...\n", argv[0]);
     return 2;
 }
