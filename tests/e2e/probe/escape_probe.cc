@@ -19,7 +19,7 @@
 //        cocoon_escape_probe mknod PATH            a character device (1,3: /dev/null's numbers)
 //        cocoon_escape_probe fds                   the open fds, then fstat of fd 7
 //        cocoon_escape_probe fill PATH             writes PATH until refused; prints KiB written
-//        cocoon_escape_probe forkbomb              forks until refused; prints how many
+//        cocoon_escape_probe forkbomb MOST         forks until refused (MOST at most); how many
 //        cocoon_escape_probe setid FILE            chmod u+s, security.capability, chown FILE
 #include <dirent.h>
 #include <fcntl.h>
@@ -230,22 +230,26 @@ int fill(const std::string& path)
     return 0;
 }
 
-int forkbomb()
+// Forks until refused or `most` children, each waiting to be killed; prints how many, and the
+// error ("unbounded" if none came).
+int forkbomb(long most)
 {
-    // A process group of its own first: the kill(0) below must reach the children only. At most
-    // 100000 children, each waiting to be killed.
+    // A process group of its own first: the kill(0) below must reach the children only.
     ::setpgid(0, 0);
     long made = 0;
-    for (; made < 100000; ++made) {
+    int err = 0;
+    for (; made < most; ++made) {
         pid_t pid = ::fork();
-        if (pid < 0)
+        if (pid < 0) {
+            err = errno;
             break;
+        }
         if (pid == 0) {
             ::pause();
             ::_exit(0);
         }
     }
-    std::printf("forked %ld then %s\n", made, errno_name(errno));
+    std::printf("forked %ld then %s\n", made, err != 0 ? errno_name(err) : "unbounded");
     std::fflush(stdout);
     ::kill(0, SIGKILL);
     return 0;
@@ -342,8 +346,8 @@ int attempt(const std::string& what, char** arg, int count)
         return fds();
     } else if (what == "fill" && count == 1) {
         return fill(a0);
-    } else if (what == "forkbomb" && count == 0) {
-        return forkbomb();
+    } else if (what == "forkbomb" && count == 1) {
+        return forkbomb(std::atol(a0.c_str()));
     } else if (what == "setid" && count == 1) {
         return setid(a0);
     } else {
