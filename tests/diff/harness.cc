@@ -304,7 +304,8 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
     };
     add("exit " + std::to_string(c.code));
     // bwrap 0.8.0 sometimes prints a setup error twice (from two of its processes), and the two
-    // writes may interleave ("bwrap: bwrap: MSG" then "MSG", or "bwrap: " then "bwrap: MSG"):
+    // writes may interleave ("bwrap: bwrap: MSG" then "MSG", "bwrap: " then "bwrap: MSG", or one line
+    // "bwrap: MSGMSG"):
     // each message once, whole, with its prefix, is enough.
     std::vector<std::string> errs;
     std::set<std::string> seen;
@@ -313,6 +314,9 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
         std::string msg = line;
         while (msg.rfind(prefix, 0) == 0)
             msg.erase(0, prefix.size());
+        // The second write may also land on the first's line: "bwrap: MSGMSG".
+        if (msg.size() % 2 == 0 && msg.compare(0, msg.size() / 2, msg, msg.size() / 2) == 0)
+            msg.resize(msg.size() / 2);
         if (msg.empty() || !seen.insert(msg).second)
             continue;
         errs.push_back(line.rfind(prefix, 0) == 0 ? prefix + msg : msg);

@@ -355,7 +355,9 @@ TEST_F(Escape, AForkBombStopsAtTheProcessLimit)
     Result r = run({"/bin/sh", "-c", script}, "", 30000);
     ASSERT_TRUE(contains(r.out, " then EAGAIN\n")) << r.out << r.err;
     const long forked = std::stol(r.out.substr(r.out.find("forked ") + 7));
-    EXPECT_LE(forked, headroom) << r.out;
+    // The uid's other processes on the host come and go meanwhile (ctest runs tests in parallel),
+    // so the bound is checked with slack: without a limit the probe forks all 2000.
+    EXPECT_LE(forked, 2 * headroom) << r.out;
     EXPECT_GT(forked, 0) << r.out;
 }
 
