@@ -47,11 +47,15 @@ void pivot_root(const char* new_root, const char* put_old)
     check(::syscall(SYS_pivot_root, new_root, put_old), std::string("pivot_root(") + new_root + ")");
 }
 
-Cloned clone3(unsigned long long flags)
+Cloned clone3(unsigned long long flags, int cgroup_fd)
 {
     int pidfd = -1;
     clone_args args{};
     args.flags = flags | CLONE_PIDFD;
+    if (cgroup_fd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = static_cast<unsigned long long>(cgroup_fd);
+    }
     args.pidfd = reinterpret_cast<unsigned long long>(&pidfd);
     // With CLONE_PARENT the kernel takes the caller's own exit signal and
     // refuses any other value than 0 here.

@@ -19,12 +19,13 @@ int try_openat2(int dirfd, const std::string& path, int flags, unsigned long lon
 void pivot_root(const char* new_root, const char* put_old);
 
 // clone3(2) with fork semantics (no new stack): pid 0 and no pidfd in the
-// child; in the parent, the child's pid and a pidfd of it (CLONE_PIDFD).
+// child; in the parent, the child's pid and a pidfd of it (CLONE_PIDFD). With
+// a cgroup fd (>= 0), the child starts in that cgroup (CLONE_INTO_CGROUP).
 struct Cloned {
     pid_t pid;
     UniqueFd pidfd;
 };
-Cloned clone3(unsigned long long flags);
+Cloned clone3(unsigned long long flags, int cgroup_fd = -1);
 
 // Writes all of data to path (opened O_WRONLY|O_CLOEXEC, relative to dirfd);
 // for /proc files.

@@ -74,7 +74,7 @@ void join_namespace(const CallerFd& fd, int nstype)
     throw SysError(err, "Joining " + fd.name + " failed" + hint);
 }
 
-JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock,
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock, int cgroup_fd,
                                        const std::function<void()>& in_helper, const std::function<void()>& child)
 {
     int sv[2];
@@ -101,7 +101,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds&
                 join_namespace(fds.pidns, CLONE_NEWPID);
                 if (flags & CLONE_NEWPID) {
                     // CLONE_PARENT as below; the monitor reaps it by its pidfd.
-                    sys::Cloned middle = sys::clone3(CLONE_PARENT);
+                    sys::Cloned middle = sys::clone3(CLONE_PARENT, cgroup_fd);
                     if (middle.pid != 0) {
                         send_message(pidfd_write.get(), PidfdMsg{false, std::move(middle.pidfd)});
                         ::_exit(0);
@@ -114,7 +114,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds&
             // namespace's numbering.
             sys::Cloned first;
             try {
-                first = sys::clone3(flags | CLONE_PARENT);
+                first = sys::clone3(flags | CLONE_PARENT, cgroup_fd);
             } catch (const SysError& e) {
                 // The kernel nests a PID namespace only under one whose owner
                 // is our user namespace or an ancestor of it.

@@ -32,8 +32,9 @@ struct JoinedChild {
 // (fds.userns, fds.pidns) through a short-lived helper. The first
 // process is cocoon's own child (CLONE_PARENT), so the monitor waits for it
 // as usual. In the helper, `in_helper` runs first (it drops the monitor's
-// fds); in the first process, `child` runs and must not return.
-JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock,
+// fds); in the first process, `child` runs and must not return. With
+// cgroup_fd >= 0 the first process starts in that cgroup.
+JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock, int cgroup_fd,
                                        const std::function<void()>& in_helper, const std::function<void()>& child);
 
 }  // namespace cocoon::ns

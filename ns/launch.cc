@@ -340,6 +340,16 @@ void die_with_monitor(int sock)
         ::_exit(1);
 }
 
+// One byte from the monitor per --login-file (monitor.cc): it watches DEST.
+void wait_for_login_watch(int sock)
+{
+    char byte;
+    ssize_t n;
+    while ((n = ::recv(sock, &byte, 1, 0)) < 0 && errno == EINTR) {}
+    if (n != 1)
+        ::_exit(1);  // the monitor is gone
+}
+
 // PID 1's last act before it reaps, in this image or a fresh one: it tells
 // the command (held at the start of PID 2) that it may go on.
 void release_command(int go)
@@ -463,6 +473,11 @@ void release_command(int go)
         for (size_t i = 0; i < plan.process.login_files.size(); ++i)
             send_message(sock, LoginDirMsg{static_cast<uint32_t>(i),
                                            seed_login_file(plan.process.login_files[i], ctx.login_seeds[i])});
+        // The command starts only once the monitor watches every DEST: a
+        // renewal made before the watch would come with no event, and only
+        // a close event says that an in-place writer is done.
+        for (size_t i = 0; i < plan.process.login_files.size(); ++i)
+            wait_for_login_watch(sock);
         // 9. --lock-file: this process holds the locks until the sandbox ends
         // (the command's copies of the fds close at exec; a POSIX lock
         // belongs to the process that took it).
@@ -597,6 +612,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     ctx.login_seeds = logins.seeds();
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
+    // The sandbox's cgroup, limits set, before the first process exists.
+    SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status));
     if (plan.reexec_pid1) {
         ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
         if (!ctx.exe)
@@ -608,13 +625,15 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         parent.reset();
         fds.monitor = {};
         logins = LoginFiles();
+        cgroup.close_in_child();
     };
     sys::Cloned first;
     if (fds.sandbox.userns || fds.sandbox.pidns) {
         // --userns, --pidns: a helper joins them and clones the first process.
-        JoinedChild joined = clone_in_joined_namespaces(plan, fds.sandbox, child_sock.get(), in_child, [&] {
-            child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
-        });
+        JoinedChild joined =
+            clone_in_joined_namespaces(plan, fds.sandbox, child_sock.get(), cgroup.fd(), in_child, [&] {
+                child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
+            });
         if (!joined.pidfd || joined.pid <= 0) {
             if (joined.pidfd)
                 kill_and_reap(joined.pidfd.get());
@@ -626,7 +645,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         first = sys::Cloned{joined.pid, std::move(joined.pidfd)};
     } else {
         try {
-            first = sys::clone3(plan.clone_flags);
+            first = sys::clone3(plan.clone_flags, cgroup.fd());
         } catch (const SysError& e) {
             throw SysError(e.code(), "Creating new namespace failed");
         }
@@ -653,7 +672,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     int code;
     try {
         code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
-                       usage, std::move(logins));
+                       usage, cgroup, std::move(logins));
     } catch (...) {
         // After a setup error the sandbox is gone already; the signal then
         // finds nothing.

@@ -14,6 +14,7 @@
 #include "mount/plan.h"
 #include "base/unique_fd.h"
 #include "ns/caps.h"
+#include "ns/cgroup.h"
 #include "ns/login_file.h"
 
 namespace cocoon::ns {
@@ -50,6 +51,7 @@ struct ProcessOptions {
     std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
     std::optional<EgressEndpoint> egress;  // --egress, needs CLONE_NEWNET
     std::vector<LoginFile> login_files;  // --login-file: DEST's directory is a tmpfs op in the mount plan
+    CgroupOptions cgroup;  // --cgroup-parent, --memory-max, --pids-max
 };
 
 // The caller's fds as the options name them (-1: not given). Numbers only:

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -97,7 +98,7 @@ sigset_t monitor_signals(const LaunchPlan& plan)
 }
 
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            UsageMeter& usage, LoginFiles logins)
+            UsageMeter& usage, SandboxCgroup& cgroup, LoginFiles logins)
 {
     const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
@@ -170,6 +171,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                 relays->add_listener(std::move(fd), socket);
         } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
             logins.add_sandbox_dir(dir->index, std::move(dir->fd));
+            // The sandbox holds the command until DEST is watched (launch.cc).
+            if (::send(sock.get(), "W", 1, MSG_NOSIGNAL) != 1)
+                throw SysError(errno, "--login-file: can't tell the sandbox DEST is watched");
         }
     };
 
@@ -239,6 +243,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     while (::waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED) < 0)
         if (errno != EINTR)
             throw SysError(errno, "waitid");
+    // Whatever a sandbox without a PID namespace left in its cgroup goes now.
+    cgroup.empty_out();
     while (auto msg = receive_queued_message(sock.get()))
         take(*msg);
     // Every relayed connection ends with the sandbox.
@@ -259,7 +265,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
         if (exit.signal)
             line += ", \"exit-signal\": " + std::to_string(exit.signal);
-        line += UsageMeter::json_members(usage.finish());
+        Usage used = usage.finish();
+        cgroup.account(used);
+        line += UsageMeter::json_members(used);
         write_all(reports.json_status.get(), line + " }\n");
     }
     return exit.code;

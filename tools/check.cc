@@ -25,6 +25,7 @@
 
 #include "base/sys.h"
 #include "base/unique_fd.h"
+#include "ns/cgroup.h"
 
 namespace cocoon::tools {
 namespace {
@@ -166,39 +167,20 @@ int run_check()
                    : "",
            false);
 
-    // 7. cgroup v2, and whether the caller's own cgroup may get children
-    // (delegation): what resource accounting and limits will use.
-    // cgroup2 wherever it is mounted (a hybrid host has it beside v1).
-    std::string cg_root;
-    std::ifstream mounts("/proc/self/mountinfo");
-    for (std::string line; cg_root.empty() && std::getline(mounts, line);)
-        if (size_t dash = line.find(" - cgroup2 "); dash != std::string::npos) {
-            size_t at = 0;
-            for (int field = 0; field < 4 && at != std::string::npos; ++field)
-                at = line.find(' ', at + 1);
-            if (at != std::string::npos)
-                cg_root = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
-        }
-    std::string controllers, delegated_dir;
-    bool delegated = false;
-    if (!cg_root.empty()) {
-        controllers = read_line((cg_root + "/cgroup.controllers").c_str());
-        std::ifstream own("/proc/self/cgroup");
-        for (std::string line; std::getline(own, line);)
-            if (line.rfind("0::", 0) == 0)
-                delegated_dir = cg_root + line.substr(3);
-        delegated = !delegated_dir.empty() && ::access((delegated_dir + "/cgroup.procs").c_str(), W_OK) == 0 &&
-                    ::access(delegated_dir.c_str(), W_OK) == 0;
-    }
-    r.line(!cg_root.empty(), "cgroup v2" + (cg_root.empty() ? std::string() : " at " + cg_root),
+    // 7. cgroup v2, and whether the caller's own cgroup was delegated to it:
+    // what resource accounting and limits will use (ns/cgroup.h).
+    const ns::OwnCgroup own = ns::own_cgroup();
+    r.line(!own.mount.empty(), "cgroup v2" + (own.mount.empty() ? std::string() : " at " + own.mount),
            "not mounted: resource use is sampled, --memory-max and --pids-max are unavailable", false);
-    if (!cg_root.empty()) {
+    if (!own.mount.empty()) {
+        const std::string controllers = read_line((own.mount + "/cgroup.controllers").c_str());
         const bool memory = (" " + controllers + " ").find(" memory ") != std::string::npos;
         const bool pids = (" " + controllers + " ").find(" pids ") != std::string::npos;
         r.line(memory && pids, "cgroup v2 memory and pids controllers (" + controllers + ")",
-               "missing: resource use is sampled, --memory-max and --pids-max are unavailable", false);
-        r.line(delegated, "own cgroup delegated (writable)",
-               "run under a delegated cgroup (systemd-run --user --scope -p Delegate=yes ...)", false);
+               "missing: memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
+        r.line(own.delegated, "own cgroup " + own.dir + " delegated (a report puts the sandbox in a child cgroup)",
+               "not delegated: give --cgroup-parent DIR, or run under systemd-run --user --scope -p Delegate=yes",
+               false);
     }
 
     // Security: bwrap's rule, which cocoon keeps: a root caller's command keeps root's

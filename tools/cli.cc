@@ -107,6 +107,34 @@ double parse_seconds(const std::string& option, const std::string& text)
     return value;
 }
 
+// --memory-max: bytes, with an optional K, M, G or T suffix (powers of 1024).
+uint64_t parse_memory(const std::string& text)
+{
+    uint64_t value = 0;
+    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+    const std::string suffix(end, text.data() + text.size());
+    int shift = suffix.empty()  ? 0
+                : suffix == "K" ? 10
+                : suffix == "M" ? 20
+                : suffix == "G" ? 30
+                : suffix == "T" ? 40
+                                : -1;
+    if (err != std::errc() || end == text.data() || shift < 0 || value == 0 || value > (uint64_t{INT64_MAX} >> shift))
+        throw UsageError("--memory-max takes a non-zero number of bytes, with an optional K, M, G or T suffix: " +
+                         text);
+    return value << shift;
+}
+
+// --pids-max: a positive number of tasks.
+uint64_t parse_pids(const std::string& text)
+{
+    uint64_t value = 0;
+    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (err != std::errc() || end != text.data() + text.size() || value == 0 || value > INT32_MAX)
+        throw UsageError("--pids-max takes a positive number of tasks: " + text);
+    return value;
+}
+
 // bwrap's --perms and --chmod argument: octal, at most 07777.
 mode_t parse_mode(const std::string& option, const std::string& text)
 {
@@ -503,6 +531,12 @@ const std::vector<Spec>& extension_specs()
          flag(&Options::no_follow_sources)},
         {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
          [](Options& o, const V& a) { o.process.kill_after = parse_seconds("--kill-after", a[0]); }},
+        {"cgroup-parent", "DIR", "Run the sandbox in a new cgroup under DIR, a cgroup v2 directory cocoon may write",
+         [](Options& o, const V& a) { o.process.cgroup.parent = a[0]; }},
+        {"memory-max", "BYTES", "Limit the sandbox's memory (cgroup v2 memory.max); K, M, G, T suffixes",
+         [](Options& o, const V& a) { o.process.cgroup.memory_max = parse_memory(a[0]); }},
+        {"pids-max", "N", "Limit the sandbox to N tasks (cgroup v2 pids.max)",
+         [](Options& o, const V& a) { o.process.cgroup.pids_max = parse_pids(a[0]); }},
         {"login-file", "SRC DEST", "DEST starts as a copy of the host file SRC; changes are saved back to SRC",
          [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
     };

@@ -8,7 +8,7 @@ cocoon_packages=(
   cmake ninja-build g++ pkg-config
   libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev libc-ares-dev
   googletest libgtest-dev
-  util-linux procps bubblewrap curl socat openssl nodejs
+  util-linux procps attr bubblewrap curl socat openssl nodejs
   clang-format clang-tidy clang libclang-rt-14-dev
   dpkg-dev groff-base
 )

@@ -67,7 +67,7 @@ inline bool contains(const std::string& haystack, const std::string& needle)
 inline std::string exit_status_only(const std::string& line)
 {
     static const std::regex usage(", \"(wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak)\": "
-                                  "[0-9]+|, \"accounting\": \"[a-z]+\"");
+                                  "[0-9]+|, \"accounting\": \"[a-z+]+\"");
     return std::regex_replace(line, usage, "");
 }
 

@@ -85,6 +85,23 @@ TEST(ParseArgs, KeepsMountOrderAndRepeats)
     EXPECT_EQ(std::get<mount::Bind>(o.mounts[8]).kind, mount::BindKind::Dev);
 }
 
+// The limits' values reach the plan as bytes and tasks; the cgroup writes them as they are.
+TEST(ParseArgs, CgroupLimits)
+{
+    Options o = parse_args({"--cgroup-parent", "/sys/fs/cgroup/x", "--memory-max", "3G", "--pids-max", "64", "true"});
+    EXPECT_EQ(o.process.cgroup.parent, "/sys/fs/cgroup/x");
+    EXPECT_EQ(o.process.cgroup.memory_max, 3ULL << 30);
+    EXPECT_EQ(o.process.cgroup.pids_max, 64U);
+    for (auto [text, bytes] : {std::pair{"4096", 4096ULL}, std::pair{"8K", 8ULL << 10}, std::pair{"512M", 512ULL << 20},
+                               std::pair{"2T", 2ULL << 40}})
+        EXPECT_EQ(parse_args({"--memory-max", text, "true"}).process.cgroup.memory_max, bytes) << text;
+    for (const char* bad : {"", "0", "1k", "1MB", "M", "-1", "0x10", "99999999999T"})
+        EXPECT_THROW(parse_args({"--memory-max", bad, "true"}), UsageError) << bad;
+    for (const char* bad : {"", "0", "-1", "1.5", "3000000000"})
+        EXPECT_THROW(parse_args({"--pids-max", bad, "true"}), UsageError) << bad;
+    EXPECT_FALSE(parse_args({"true"}).process.cgroup.has_limit());
+}
+
 TEST(ParseArgs, UnshareAllThenShareNet)
 {
     Options o = parse_args({"--unshare-all", "--share-net", "true"});

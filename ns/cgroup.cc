@@ -1,0 +1,298 @@
+// The sandbox's cgroup: made before the clone, emptied and removed after PID 1
+// is reaped. Every file is reached through the directory fds held here.
+#include "ns/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/sys_error.h"
+#include "ns/usage.h"
+
+namespace cocoon::ns {
+namespace {
+
+// A cgroup file's content, or nullopt when it is not there (a controller
+// that does not run here) or cannot be read.
+std::optional<std::string> read_at(int dir, const char* name)
+{
+    UniqueFd fd(::openat(dir, name, O_RDONLY | O_CLOEXEC));
+    if (!fd)
+        return std::nullopt;
+    char buf[4096];
+    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+    if (n < 0)
+        return std::nullopt;
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+// Writes one value to a cgroup file; the errno, or 0.
+int write_at(int dir, const char* name, const std::string& value)
+{
+    UniqueFd fd(::openat(dir, name, O_WRONLY | O_CLOEXEC));
+    if (!fd)
+        return errno;
+    return ::write(fd.get(), value.data(), value.size()) == static_cast<ssize_t>(value.size()) ? 0 : errno;
+}
+
+bool has_word(const std::string& list, const std::string& word)
+{
+    std::istringstream in(list);
+    for (std::string w; in >> w;)
+        if (w == word)
+            return true;
+    return false;
+}
+
+// The number after "key " in a flat keyed file (cpu.stat).
+std::optional<uint64_t> keyed(const std::string& text, const std::string& key)
+{
+    std::istringstream in(text);
+    for (std::string k; in >> k;) {
+        uint64_t v = 0;
+        if (!(in >> v))
+            return std::nullopt;
+        if (k == key)
+            return v;
+    }
+    return std::nullopt;
+}
+
+std::optional<uint64_t> number(const std::optional<std::string>& text)
+{
+    if (!text || text->empty() || (*text)[0] < '0' || (*text)[0] > '9')
+        return std::nullopt;
+    return std::strtoull(text->c_str(), nullptr, 10);
+}
+
+bool delegated_to_caller(const std::string& dir)
+{
+    // systemd marks a cgroup it delegates (Delegate=yes) with this xattr:
+    // trusted.* for the system manager, user.* for a user's manager.
+    for (const char* name : {"trusted.delegate", "user.delegate"}) {
+        char value[8];
+        ssize_t n = ::getxattr(dir.c_str(), name, value, sizeof value);
+        if (n == 1 && value[0] == '1')
+            return ::access(dir.c_str(), W_OK) == 0;
+    }
+    return false;
+}
+
+// Removes the cgroups of earlier sandboxes whose cocoon was killed: their
+// monitor's pid is gone and they were made over a minute ago (a cgroup just
+// made by a cocoon of another PID namespace is left alone). rmdir refuses
+// one that still has processes.
+void remove_stale(int parent)
+{
+    UniqueFd copy(::openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* dir = copy ? ::fdopendir(copy.get()) : nullptr;
+    if (!dir)
+        return;
+    copy.release();
+    const time_t now = ::time(nullptr);
+    while (dirent* e = ::readdir(dir)) {
+        struct stat st {};
+        if (!is_stale_cgroup_name(e->d_name) || ::fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISDIR(st.st_mode) || now - st.st_mtime < 60)
+            continue;
+        ::unlinkat(parent, e->d_name, AT_REMOVEDIR);
+    }
+    ::closedir(dir);
+}
+
+}  // namespace
+
+OwnCgroup own_cgroup()
+{
+    OwnCgroup own;
+    std::string root;  // the mount's root within the hierarchy (field 4)
+    std::ifstream mounts("/proc/self/mountinfo");
+    for (std::string line; own.mount.empty() && std::getline(mounts, line);) {
+        if (line.find(" - cgroup2 ") == std::string::npos)
+            continue;
+        std::istringstream fields(line);
+        std::string id, parent, dev;
+        fields >> id >> parent >> dev >> root >> own.mount;
+    }
+    if (own.mount.empty())
+        return own;
+    std::ifstream self("/proc/self/cgroup");
+    for (std::string line; std::getline(self, line);)
+        if (line.rfind("0::", 0) == 0) {
+            std::string path = line.substr(3);
+            if (root != "/" && path.rfind(root, 0) == 0)
+                path.erase(0, root.size());
+            own.dir = own.mount + (path == "/" ? "" : path);
+        }
+    own.delegated = !own.dir.empty() && delegated_to_caller(own.dir);
+    return own;
+}
+
+bool is_stale_cgroup_name(const std::string& name)
+{
+    if (name.rfind("cocoon-", 0) != 0 || name.size() == 7 || name.size() > 17)
+        return false;
+    for (size_t i = 7; i < name.size(); ++i)
+        if (name[i] < '0' || name[i] > '9')
+            return false;
+    const long pid = std::strtol(name.c_str() + 7, nullptr, 10);
+    return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
+}
+
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report)
+{
+    SandboxCgroup cg;
+    // The option a failure names: a limit the user asked for, else the parent.
+    const std::string what = options.memory_max ? "--memory-max"
+                             : options.pids_max ? "--pids-max"
+                                                : "--cgroup-parent " + options.parent.value_or("");
+    std::string parent;
+    if (options.parent) {
+        parent = *options.parent;
+    } else {
+        if (!report && !options.has_limit())
+            return cg;
+        OwnCgroup own = own_cgroup();
+        if (!own.delegated) {
+            if (options.has_limit())
+                throw UsageError(what + ": no cgroup v2 to set it in (" +
+                                 (own.mount.empty() ? std::string("cgroup2 is not mounted")
+                                                    : "the caller's cgroup " + own.dir + " is not delegated to it") +
+                                 "); give --cgroup-parent DIR");
+            return cg;  // sampled
+        }
+        parent = own.dir;
+    }
+    const std::string where = options.parent ? "--cgroup-parent " + parent : "the caller's cgroup " + parent;
+    cg.m_parent.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!cg.m_parent)
+        throw UsageError(where + ": " + std::strerror(errno));
+    struct statfs fs {};
+    if (::fstatfs(cg.m_parent.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+        throw UsageError(where + ": not a cgroup v2 directory");
+
+    // The controllers a limit or the report needs, enabled for the parent's
+    // children where they run here. Enabling fails in a cgroup that has
+    // processes of its own (cgroup v2's rule), as a delegated own cgroup has:
+    // the report then samples what the cgroup cannot give.
+    const std::string available = read_at(cg.m_parent.get(), "cgroup.controllers").value_or("");
+    for (auto [name, limited] :
+         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
+        const std::string option = std::string("--") + name + "-max";
+        if (limited && !has_word(available, name))
+            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
+                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
+        if (!has_word(available, name) ||
+            has_word(read_at(cg.m_parent.get(), "cgroup.subtree_control").value_or(""), name))
+            continue;
+        if (int err = write_at(cg.m_parent.get(), "cgroup.subtree_control", std::string("+") + name); err && limited)
+            throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
+                             "/cgroup.subtree_control: " + std::strerror(err));
+    }
+
+    remove_stale(cg.m_parent.get());
+    cg.m_name = "cocoon-" + std::to_string(::getpid());
+    int made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
+    if (made < 0 && errno == EEXIST) {
+        // Our pid's, left by a killed cocoon of the same pid.
+        ::unlinkat(cg.m_parent.get(), cg.m_name.c_str(), AT_REMOVEDIR);
+        made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
+    }
+    if (made == 0)
+        cg.m_dir.reset(::openat(cg.m_parent.get(), cg.m_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!cg.m_dir) {
+        const int err = errno;
+        if (made == 0)
+            ::unlinkat(cg.m_parent.get(), cg.m_name.c_str(), AT_REMOVEDIR);
+        if (options.parent || options.has_limit())
+            throw UsageError(where + ": can't make a cgroup in it: " + std::strerror(err));
+        return SandboxCgroup();  // sampled
+    }
+    cg.m_path = parent + "/" + cg.m_name;
+    // From here on the destructor removes the cgroup if anything fails.
+    if (options.memory_max)
+        if (int err = write_at(cg.m_dir.get(), "memory.max", std::to_string(*options.memory_max)))
+            throw UsageError("--memory-max: can't write " + cg.m_path + "/memory.max: " + std::strerror(err));
+    if (options.pids_max)
+        if (int err = write_at(cg.m_dir.get(), "pids.max", std::to_string(*options.pids_max)))
+            throw UsageError("--pids-max: can't write " + cg.m_path + "/pids.max: " + std::strerror(err));
+    return cg;
+}
+
+void SandboxCgroup::empty_out()
+{
+    if (!m_dir || m_emptied)
+        return;
+    m_emptied = true;
+    UniqueFd events(::openat(m_dir.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
+    auto populated = [&] {
+        char buf[256];
+        ssize_t n = events ? ::pread(events.get(), buf, sizeof buf - 1, 0) : -1;
+        return n < 0 || keyed(std::string(buf, static_cast<size_t>(n)), "populated").value_or(1) != 0;
+    };
+    if (!populated())
+        return;
+    // cgroup.kill (Linux 5.14) SIGKILLs every process in the cgroup at once,
+    // new forks included; before it, each listed process is killed in turn.
+    const bool kill_file = write_at(m_dir.get(), "cgroup.kill", "1") == 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (populated() && std::chrono::steady_clock::now() < deadline) {
+        if (!kill_file) {
+            std::istringstream procs(read_at(m_dir.get(), "cgroup.procs").value_or(""));
+            for (pid_t pid; procs >> pid;)
+                ::kill(pid, SIGKILL);
+        }
+        // cgroup.events raises POLLPRI when populated changes.
+        pollfd p{events.get(), POLLPRI, 0};
+        ::poll(&p, 1, 20);
+    }
+}
+
+void SandboxCgroup::account(Usage& usage) const
+{
+    if (!m_dir)
+        return;
+    const std::string cpu = read_at(m_dir.get(), "cpu.stat").value_or("");
+    auto user = keyed(cpu, "user_usec"), system = keyed(cpu, "system_usec");
+    if (!user || !system)
+        return;  // sampled, all of it
+    usage.cpu_user_us = *user;
+    usage.cpu_system_us = *system;
+    auto memory = number(read_at(m_dir.get(), "memory.peak"));
+    auto pids = number(read_at(m_dir.get(), "pids.peak"));
+    if (memory)
+        usage.memory_peak_bytes = *memory;
+    if (pids)
+        usage.pids_peak = *pids;
+    usage.accounting = memory && pids ? "cgroup" : "cgroup+sampled";
+}
+
+SandboxCgroup::~SandboxCgroup()
+{
+    if (!m_dir)
+        return;
+    empty_out();
+    m_dir.reset();
+    // rmdir can race the last exit's bookkeeping: a few short tries.
+    for (int i = 0; i < 50; ++i) {
+        if (::unlinkat(m_parent.get(), m_name.c_str(), AT_REMOVEDIR) == 0 || errno != EBUSY)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+}
+
+}  // namespace cocoon::ns

@@ -1,0 +1,256 @@
+// The sandbox's cgroup v2 (--cgroup-parent, --memory-max, --pids-max, and the
+// caller's own cgroup when it is delegated): made before the clone, the
+// sandbox cloned into it, emptied and removed at the end, its figures in the
+// report. This host runs the memory and pids controllers on cgroup v1, so the
+// limits' success path runs only where cgroup v2 has them (each test below
+// takes the branch the host offers and says which); everything else of the
+// path runs here: the cgroup, CLONE_INTO_CGROUP, cgroup.kill, cpu.stat, the
+// stale-cgroup sweep and the refusals. The unprivileged pass runs inside a
+// cgroup that tools/test delegates to the test user (user.delegate=1).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "ns/cgroup.h"
+#include "tests/e2e/e2e.h"
+#include "tests/support/refusal.h"
+
+namespace cocoon::test {
+namespace {
+
+std::string build_dir()
+{
+    char buf[PATH_MAX] = {};
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    std::string self(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    return self.substr(0, self.rfind('/'));
+}
+
+std::string read_text(const std::string& path)
+{
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool has_word(const std::string& list, const std::string& word)
+{
+    std::istringstream in(list);
+    for (std::string w; in >> w;)
+        if (w == word)
+            return true;
+    return false;
+}
+
+uint64_t field(const std::string& line, const std::string& name)
+{
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex("\"" + name + "\": ([0-9]+)")))
+        return UINT64_MAX;
+    return std::stoull(m[1]);
+}
+
+// Whether a process is gone (or a zombie nobody has reaped yet), within two seconds.
+bool ends(pid_t pid)
+{
+    for (int i = 0; i < 200; ++i) {
+        std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+        if (stat.empty() || stat.find(") Z ") != std::string::npos)
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+// A cgroup v2 directory this caller may make cgroups in: for root a new one
+// under the cgroup2 mount (removed at the end), for anyone else its own
+// cgroup where that was delegated to it.
+class Cgroup : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_own = ns::own_cgroup();
+        if (m_own.mount.empty())
+            GTEST_SKIP() << "cgroup2 is not mounted on this host";
+        if (is_root()) {
+            static std::atomic<int> serial;
+            m_parent = m_own.mount + "/cocoon-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+            ASSERT_EQ(::mkdir(m_parent.c_str(), 0755), 0) << m_parent << ": " << std::strerror(errno);
+            m_made = true;
+        } else if (m_own.delegated) {
+            m_parent = m_own.dir;
+        } else {
+            GTEST_SKIP() << "the caller's cgroup " << m_own.dir
+                         << " is not delegated to it (tools/test runs the unprivileged pass in one that is)";
+        }
+    }
+    void TearDown() override
+    {
+        if (m_made) {
+            EXPECT_EQ(::rmdir(m_parent.c_str()), 0) << m_parent << " is left: " << std::strerror(errno);
+        }
+    }
+
+    // The cgroup of a sandbox's command as /proc/self/cgroup shows it ("0::PATH").
+    std::string cgroup_seen(const std::vector<std::string>& options)
+    {
+        Result r = in_sandbox(args({{"--cgroup-parent", m_parent, "--unshare-pid", "--proc", "/proc"}, options}),
+                              {"cat", "/proc/self/cgroup"});
+        EXPECT_EQ(r.code, 0) << r.err;
+        for (const std::string& line : lines(r.out))
+            if (line.rfind("0::", 0) == 0)
+                return line.substr(3);
+        return "";
+    }
+
+    bool parent_offers(const std::string& controller)
+    {
+        return has_word(read_text(m_parent + "/cgroup.controllers"), controller);
+    }
+
+    ns::OwnCgroup m_own;
+    std::string m_parent;
+    bool m_made = false;
+};
+
+TEST_F(Cgroup, TheSandboxRunsInANewCgroupRemovedAtTheEnd)
+{
+    const std::string seen = cgroup_seen({});
+    const std::string relative = m_parent.substr(m_own.mount.size());
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(seen, m, std::regex(relative + "/(cocoon-[0-9]+)"))) << seen << " under " << relative;
+    struct stat st {};
+    EXPECT_NE(::stat((m_parent + "/" + m[1].str()).c_str(), &st), 0) << m[1] << " was left under " << m_parent;
+}
+
+TEST_F(Cgroup, ItIsTheRootOfTheSandboxsCgroupNamespace)
+{
+    EXPECT_EQ(cgroup_seen({"--unshare-cgroup"}), "/");
+}
+
+// Without a PID namespace nothing ends a background process with the
+// command; the cgroup does (cgroup.kill). The control run shows the process
+// outliving a sandbox without a cgroup.
+TEST_F(Cgroup, WhatTheCommandLeftIsKilled)
+{
+    const auto leftover = sh("sleep 60 >/dev/null 2>&1 & echo $!");
+    // (--dev: sh gives a background job /dev/null for its stdin.)
+    Result control = in_sandbox({"--dev", "/dev"}, leftover);
+    ASSERT_EQ(control.code, 0) << control.err;
+    const pid_t survivor = static_cast<pid_t>(std::stol(control.out));
+    EXPECT_FALSE(ends(survivor)) << "without a cgroup the background process should outlive the sandbox";
+    ::kill(survivor, SIGKILL);
+
+    Result r = in_sandbox({"--dev", "/dev", "--cgroup-parent", m_parent}, leftover);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(ends(static_cast<pid_t>(std::stol(r.out)))) << "the background process outlived the sandbox";
+}
+
+// CPU comes from the cgroup's cpu.stat, and covers what the command left
+// running; memory and tasks too where those controllers run (else sampled).
+TEST_F(Cgroup, TheReportReadsTheCgroup)
+{
+    Result r = in_sandbox({"--dev", "/dev", "--cgroup-parent", m_parent, "--json-status-fd", "1"},
+                          sh("(while :; do :; done) & (while :; do :; done) & sleep 0.5"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string exit_line = lines(r.out).back();
+    const bool full = parent_offers("memory") && parent_offers("pids");
+    EXPECT_TRUE(contains(exit_line, full ? "\"accounting\": \"cgroup\"" : "\"accounting\": \"cgroup+sampled\""))
+        << exit_line;
+    const double cpu = (field(exit_line, "cpu-user-us") + field(exit_line, "cpu-system-us")) / 1e6;
+    EXPECT_GE(cpu, 0.3) << exit_line;
+    EXPECT_LE(cpu, 2.0) << exit_line;
+    EXPECT_GE(field(exit_line, "pids-peak"), 3u) << exit_line;
+}
+
+// A cgroup whose cocoon was killed: removed by the next sandbox under the
+// same parent once its monitor's pid is gone and it is a minute old.
+TEST_F(Cgroup, StaleCgroupsAreSweptAway)
+{
+    const std::string stale = m_parent + "/cocoon-2147483", fresh = m_parent + "/cocoon-2147482",
+                      alive = m_parent + "/cocoon-" + std::to_string(::getpid());
+    for (const std::string& dir : {stale, fresh, alive})
+        ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);
+    const timespec old[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, stale.c_str(), old, 0), 0) << std::strerror(errno);
+    ASSERT_EQ(::utimensat(AT_FDCWD, alive.c_str(), old, 0), 0) << std::strerror(errno);
+    Result r = in_sandbox({"--cgroup-parent", m_parent}, {"true"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    struct stat st {};
+    EXPECT_NE(::stat(stale.c_str(), &st), 0) << "the stale cgroup is still there";
+    EXPECT_EQ(::rmdir(fresh.c_str()), 0) << "a cgroup made a moment ago was removed";
+    EXPECT_EQ(::rmdir(alive.c_str()), 0) << "the cgroup of a live pid was removed";
+}
+
+// --memory-max and --pids-max: enforced where cgroup v2 runs the controller;
+// a one-line refusal naming the option where it does not (this host).
+TEST_F(Cgroup, MemoryMaxWhereTheControllerIs)
+{
+    char self[PATH_MAX] = {};
+    ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
+    Result r = in_sandbox({"--cgroup-parent", m_parent, "--memory-max", "64M", "--ro-bind", self, "/helper", "--setenv",
+                           "COCOON_E2E_TOUCH", "1", "--json-status-fd", "2"},
+                          {"/helper"});
+    if (!parent_offers("memory")) {
+        expect_refused(r, {"--memory-max: the cgroup v2 memory controller is not available in " + m_parent});
+        return;
+    }
+    // The helper touches 256 MiB: the kernel's OOM killer ends it inside the limit.
+    EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+    EXPECT_LE(field(lines(r.err).back(), "memory-peak-bytes"), 64u << 20) << r.err;
+}
+
+TEST_F(Cgroup, PidsMaxWhereTheControllerIs)
+{
+    Result r = in_sandbox({"--cgroup-parent", m_parent, "--pids-max", "32", "--unshare-pid", "--ro-bind",
+                           build_dir() + "/cocoon_escape_probe", "/probe"},
+                          {"/probe", "forkbomb", "2000"});
+    if (!parent_offers("pids")) {
+        expect_refused(r, {"--pids-max: the cgroup v2 pids controller is not available in " + m_parent});
+        return;
+    }
+    // Also a root caller's: pids.max holds where RLIMIT_NPROC does not.
+    ASSERT_TRUE(contains(r.out, " then EAGAIN\n")) << r.out << r.err;
+    EXPECT_LE(std::stol(r.out.substr(r.out.find("forked ") + 7)), 32) << r.out;
+}
+
+TEST_F(Cgroup, Refusals)
+{
+    HostSnapshot host("cgroup");
+    expect_refused(in_sandbox({"--cgroup-parent", "/tmp"}, {"true"}),
+                   {"--cgroup-parent /tmp: not a cgroup v2 directory"});
+    expect_refused(in_sandbox({"--cgroup-parent", "/nonexistent-cgroup"}, {"true"}),
+                   {"--cgroup-parent /nonexistent-cgroup: No such file or directory"});
+    expect_refused(in_sandbox({"--memory-max", "0"}, {"true"}), {"--memory-max takes a non-zero number"});
+    expect_refused(in_sandbox({"--memory-max", "12Q"}, {"true"}), {"--memory-max", "12Q"});
+    expect_refused(in_sandbox({"--memory-max", "99999999T"}, {"true"}), {"--memory-max", "99999999T"});
+    expect_refused(in_sandbox({"--pids-max", "0"}, {"true"}), {"--pids-max takes a positive number"});
+    expect_refused(in_sandbox({"--pids-max", "-3"}, {"true"}), {"--pids-max", "-3"});
+    if (!m_own.delegated) {
+        expect_refused(in_sandbox({"--memory-max", "1G"}, {"true"}),
+                       {"--memory-max: no cgroup v2 to set it in", "give --cgroup-parent DIR"});
+    }
+    if (!is_root()) {
+        expect_refused(in_sandbox({"--cgroup-parent", m_own.mount, "--json-status-fd", "1"}, {"true"}),
+                       {"--cgroup-parent " + m_own.mount + ": can't make a cgroup in it: Permission denied"});
+    }
+    host.expect_unchanged();
+    if (m_made) {  // no cgroup left behind (the shared delegated one has other tests' meanwhile)
+        for (const auto& entry : std::filesystem::directory_iterator(m_parent))
+            EXPECT_FALSE(entry.is_directory()) << entry.path() << " was left";
+    }
+}
+
+}  // namespace
+}  // namespace cocoon::test
