@@ -383,8 +383,13 @@ void release_command(int go)
     // only with CAP_SYS_PTRACE in the user namespace that owns its mm. A
     // forked mm stays in the namespace the sandbox was made from (the
     // caller's, or the one --userns names), over which the command holds
-    // nothing.
-    check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+    // nothing. With reexec_pid1 the new image does it first thing
+    // (pid1_main) and the command waits until then; this image stays
+    // dumpable meanwhile, so the caller, told the child-pid at step 1, may
+    // open /proc/PID/ns/* at every moment (this mm is the caller's
+    // namespace's, where a non-dumpable process refuses the caller).
+    if (!plan.reexec_pid1)
+        check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
     // Off the command's CPU first: what PID 1 does from here on is not on
     // the start-up path, and the command (PID 2) is.
     ctx.pin.restore();
@@ -511,7 +516,22 @@ void release_command(int go)
                 go_write.reset(go[1]);
             }
             ExecImage image = prepare_exec(plan);
-            pid_t command = static_cast<pid_t>(check(::fork(), "fork"));
+            // Start-up speed: PID 2 shares PID 1's memory until its exec
+            // (vfork), so neither the page tables of cocoon's image are
+            // copied nor its pages copied on write: ~100 us of the start-up
+            // path. PID 1 waits meanwhile, so PID 2 writes nothing PID 1
+            // reads afterwards (the go pipe is unused here; `environ` is
+            // PID 1's no more). Not where PID 2 waits for PID 1 (the go pipe
+            // of reexec_pid1) or makes a user namespace, which the kernel
+            // refuses to a process sharing its memory.
+            const bool share_memory =
+                !plan.reexec_pid1 && !plan.process.disable_userns && !plan.process.assert_userns_disabled;
+            // Security: PID 1 is stopped until the command runs, so it cannot
+            // make itself non-dumpable in time (be_reaper): it does so now. The
+            // flag belongs to the memory, which PID 2 leaves at its exec.
+            if (share_memory)
+                check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+            pid_t command = static_cast<pid_t>(check(share_memory ? ::vfork() : ::fork(), "fork"));
             if (command == 0) {
                 go_write.reset();
                 char byte;
