@@ -24,7 +24,6 @@ void load(const sock_filter* program, size_t size)
 void load_default_seccomp_policy()
 {
     load(kDefaultPolicy, std::size(kDefaultPolicy));
-    load(kPersonalityPolicy, std::size(kPersonalityPolicy));
 }
 
 }  // namespace cocoon::ns
