@@ -116,11 +116,11 @@ void remove_stale(int parent)
 
 }  // namespace
 
-OwnCgroup own_cgroup()
+OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgroup)
 {
     OwnCgroup own;
     std::string root;  // the mount's root within the hierarchy (field 4)
-    std::ifstream mounts("/proc/self/mountinfo");
+    std::istringstream mounts(mountinfo);
     for (std::string line; own.mount.empty() && std::getline(mounts, line);) {
         if (line.find(" - cgroup2 ") == std::string::npos)
             continue;
@@ -130,14 +130,25 @@ OwnCgroup own_cgroup()
     }
     if (own.mount.empty())
         return own;
-    std::ifstream self("/proc/self/cgroup");
+    std::istringstream self(cgroup);
     for (std::string line; std::getline(self, line);)
         if (line.rfind("0::", 0) == 0) {
             std::string path = line.substr(3);
+            // A mount of a subtree (a container's) shows paths below its root.
             if (root != "/" && path.rfind(root, 0) == 0)
                 path.erase(0, root.size());
-            own.dir = own.mount + (path == "/" ? "" : path);
+            own.dir = own.mount + (path == "/" || path.empty() ? "" : path);
         }
+    return own;
+}
+
+OwnCgroup own_cgroup()
+{
+    auto text = [](const char* path) {
+        std::ifstream in(path);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    OwnCgroup own = parse_own_cgroup(text("/proc/self/mountinfo"), text("/proc/self/cgroup"));
     own.delegated = !own.dir.empty() && delegated_to_caller(own.dir);
     return own;
 }

@@ -36,6 +36,10 @@ struct OwnCgroup {
 };
 OwnCgroup own_cgroup();
 
+// The mount and dir of own_cgroup() from the texts of /proc/self/mountinfo and
+// /proc/self/cgroup (delegated stays false); for tests.
+OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgroup);
+
 // "cocoon-PID" for a cgroup left by a cocoon that was killed, whose PID is
 // gone: removed when the next sandbox is made under the same parent.
 bool is_stale_cgroup_name(const std::string& name);

@@ -178,7 +178,7 @@ TEST_F(Cgroup, TheReportReadsTheCgroup)
 // same parent once its monitor's pid is gone and it is a minute old.
 TEST_F(Cgroup, StaleCgroupsAreSweptAway)
 {
-    const std::string stale = m_parent + "/cocoon-2147483", fresh = m_parent + "/cocoon-2147482",
+    const std::string stale = m_parent + "/cocoon-4194305", fresh = m_parent + "/cocoon-4194306",
                       alive = m_parent + "/cocoon-" + std::to_string(::getpid());
     for (const std::string& dir : {stale, fresh, alive})
         ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);

@@ -1,0 +1,61 @@
+// Where cocoon finds the caller's cgroup v2 (ns/cgroup.cc), from the texts of
+// /proc/self/mountinfo and /proc/self/cgroup: a hybrid host (this one), a
+// unified host, a container whose mount shows a subtree, no cgroup2 at all;
+// and which names the stale-cgroup sweep may remove.
+#include "ns/cgroup.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace cocoon::ns {
+namespace {
+
+constexpr const char* kHybrid = "25 24 0:22 / /sys/fs/cgroup rw,nosuid shared:9 - tmpfs tmpfs rw,mode=755\n"
+                                "26 25 0:23 / /sys/fs/cgroup/memory rw,relatime shared:10 - cgroup cgroup rw,memory\n"
+                                "27 25 0:24 / /sys/fs/cgroup/unified rw,relatime shared:11 - cgroup2 cgroup2 rw\n";
+
+TEST(OwnCgroup, AHybridHostHasItBesideV1)
+{
+    OwnCgroup own = parse_own_cgroup(kHybrid, "4:memory:/x\n0::/\n");
+    EXPECT_EQ(own.mount, "/sys/fs/cgroup/unified");
+    EXPECT_EQ(own.dir, "/sys/fs/cgroup/unified");
+    EXPECT_FALSE(own.delegated);
+}
+
+TEST(OwnCgroup, AUnifiedHostNamesTheCallersCgroup)
+{
+    OwnCgroup own =
+        parse_own_cgroup("30 1 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
+                         "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-1.scope\n");
+    EXPECT_EQ(own.mount, "/sys/fs/cgroup");
+    EXPECT_EQ(own.dir, "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/run-1.scope");
+}
+
+// A container's cgroup2 mount may show a subtree of the hierarchy (mountinfo's
+// root field) while /proc/self/cgroup, read without a cgroup namespace, names
+// the whole path: the subtree's part is not repeated.
+TEST(OwnCgroup, AMountOfASubtree)
+{
+    OwnCgroup own = parse_own_cgroup("40 39 0:30 /machine/c1 /sys/fs/cgroup rw shared:5 - cgroup2 cgroup2 rw\n",
+                                     "0::/machine/c1/job\n");
+    EXPECT_EQ(own.dir, "/sys/fs/cgroup/job");
+}
+
+TEST(OwnCgroup, NoCgroup2)
+{
+    OwnCgroup own = parse_own_cgroup("26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", "0::/\n");
+    EXPECT_EQ(own.mount, "");
+    EXPECT_EQ(own.dir, "");
+}
+
+TEST(StaleCgroupName, OnlyCocoonPidOfAPidThatIsGone)
+{
+    EXPECT_TRUE(is_stale_cgroup_name("cocoon-4194305"));  // above the kernel's PID_MAX_LIMIT: never a process
+    EXPECT_FALSE(is_stale_cgroup_name("cocoon-" + std::to_string(::getpid())));  // alive
+    for (const char* other : {"cocoon-", "cocoon-12x", "cocoon-e2e-1-2", "cocoonx-5", "other", "cocoon-99999999999"})
+        EXPECT_FALSE(is_stale_cgroup_name(other)) << other;
+}
+
+}  // namespace
+}  // namespace cocoon::ns
