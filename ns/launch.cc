@@ -366,7 +366,11 @@ void release_command(int go)
     // every process of the caller's) ends what is left, for the report.
     if (::getpid() == 1)
         reaper::end_leftovers();
-    send_message(sock, StatusMsg{status});
+    // A signal's number and core flag are more than this process's exit
+    // code can carry; an exit code is carried whole, and the monitor is not
+    // woken once more for it (start-up speed: it waits for this exit next).
+    if (!WIFEXITED(status))
+        send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
     ::_exit(reaper::exit_code(status));
 }
