@@ -42,16 +42,21 @@ CapSet apply_cap_ops(CapSet start, const std::vector<CapOp>& ops)
 // cap_set_proc and cap_reset_ambient would add a capget and one prctl per
 // capability (PR_CAP_AMBIENT_IS_SET) in each of the two processes that call this,
 // on the start-up path of every sandbox.
-void apply_caps(CapSet keep, bool ambient)
+void drop_bounding(CapSet keep, CapSet bounding)
 {
     const int last = static_cast<int>(cap_max_bits()) - 1;
-    auto wanted = [&](int cap) { return (keep >> cap) & 1; };
-
     // Security: the bounding set caps what any later exec (a setuid binary,
     // file capabilities) could ever grant; clear what the command may not have.
     for (int cap = 0; cap <= last; ++cap)
-        if (!wanted(cap) && ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+        if (((bounding & ~keep) >> cap) & 1 && ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
             throw SysError(errno, "Can't drop capability " + std::to_string(cap) + " from the bounding set");
+}
+
+void apply_caps(CapSet keep, bool ambient, CapSet bounding)
+{
+    const int last = static_cast<int>(cap_max_bits()) - 1;
+    auto wanted = [&](int cap) { return (keep >> cap) & 1; };
+    drop_bounding(keep, bounding);
 
     // The kernel's bits past the last capability it knows must stay clear.
     const CapSet known = last >= 63 ? kAllCaps : (CapSet{1} << (last + 1)) - 1;

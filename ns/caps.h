@@ -25,9 +25,16 @@ CapSet apply_cap_ops(CapSet start, const std::vector<CapOp>& ops);
 // any case. Throws UsageError naming it when unknown.
 int parse_cap(const std::string& name);
 
+// Drops from the bounding set each capability of `bounding` (what it holds
+// now) that is not in `keep`: one system call each, the kernel has no bulk
+// drop. Needs CAP_SETPCAP in the effective set.
+void drop_bounding(CapSet keep, CapSet bounding = kAllCaps);
+
 // Bounding, permitted, effective and inheritable sets become `keep`; ambient
 // too when `ambient` (so a non-root uid keeps them across exec), else empty.
-// Needs CAP_SETPCAP (held by the namespace's creator or root).
-void apply_caps(CapSet keep, bool ambient);
+// `bounding`: what the bounding set holds now (a process forked after
+// drop_bounding passes what was kept). Needs CAP_SETPCAP (held by the
+// namespace's creator or root).
+void apply_caps(CapSet keep, bool ambient, CapSet bounding = kAllCaps);
 
 }  // namespace cocoon::ns

@@ -244,7 +244,7 @@ ExecImage prepare_exec(const LaunchPlan& plan)
 }
 
 [[noreturn]] void exec_command(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
-                               CallerFd keep)
+                               CallerFd keep, CapSet bounding = kAllCaps)
 {
     if (plan.process.new_session)
         // Security: a new session has no controlling terminal, so the command
@@ -274,7 +274,7 @@ ExecImage prepare_exec(const LaunchPlan& plan)
         enter_nested_user_namespace(proc_dir);
     if (plan.process.disable_userns || plan.process.assert_userns_disabled)
         assert_user_namespaces_disabled();
-    apply_caps(plan.caps, plan.ambient_caps);
+    apply_caps(plan.caps, plan.ambient_caps, plan.process.disable_userns ? kAllCaps : bounding);
     set_no_new_privs();
     // Security: only stdin, stdout and stderr cross into the sandbox, and
     // `keep`; an inherited directory fd would be a way back into the host's
@@ -308,10 +308,10 @@ ExecImage prepare_exec(const LaunchPlan& plan)
 // PID 2 (between fork and exec) has an exception boundary of its own: it
 // reports to the monitor and exits, never unwinding into PID 1's frames.
 [[noreturn]] void command_main(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
-                               int sock)
+                               int sock, CapSet bounding)
 {
     try {
-        exec_command(plan, ctx, image, proc_dir, CallerFd());
+        exec_command(plan, ctx, image, proc_dir, CallerFd(), bounding);
     } catch (const std::exception& e) {
         send_message(sock, error_message(e, "13 (exec)"));
     }
@@ -350,6 +350,19 @@ void wait_for_login_watch(int sock)
         ::_exit(1);  // the monitor is gone
 }
 
+// Whether PID 2 shares PID 1's memory until its exec (vfork, see child_main).
+bool command_shares_memory(const LaunchPlan& plan)
+{
+    return !plan.reexec_pid1 && !plan.process.disable_userns && !plan.process.assert_userns_disabled;
+}
+
+// The bounding set PID 1 and PID 2 have after the fork: the first process
+// drops it before a vfork, once for both.
+CapSet bounding_after_fork(const LaunchPlan& plan)
+{
+    return command_shares_memory(plan) ? plan.caps : kAllCaps;
+}
+
 // PID 1's last act before it reaps, in this image or a fresh one: it tells
 // the command (held at the start of PID 2) that it may go on.
 void release_command(int go)
@@ -378,7 +391,8 @@ void release_command(int go)
 // PID 1 after the fork: no privilege, not ptraceable, reaping until the
 // command exits. go: with plan.reexec_pid1, the pipe that releases the
 // command, written once PID 1 runs as a fresh image (see below).
-[[noreturn]] void be_reaper(const LaunchPlan& plan, const LaunchContext& ctx, pid_t command, int sock, UniqueFd go)
+[[noreturn]] void be_reaper(const LaunchPlan& plan, const LaunchContext& ctx, pid_t command, int sock, UniqueFd go,
+                            CapSet bounding)
 {
     // Security: the command runs as the same uid; without this it could
     // ptrace PID 1 and use the setup channel or PID 1's bounding set. This
@@ -397,7 +411,7 @@ void release_command(int go)
     // Off the command's CPU first: what PID 1 does from here on is not on
     // the start-up path, and the command (PID 2) is.
     ctx.pin.restore();
-    apply_caps(0, false);
+    apply_caps(0, false, bounding);
     set_no_new_privs();
     if (plan.reexec_pid1) {
         // --info-fd/--json-status-fd with a new user namespace: the caller
@@ -528,13 +542,16 @@ void release_command(int go)
             // PID 1's no more). Not where PID 2 waits for PID 1 (the go pipe
             // of reexec_pid1) or makes a user namespace, which the kernel
             // refuses to a process sharing its memory.
-            const bool share_memory =
-                !plan.reexec_pid1 && !plan.process.disable_userns && !plan.process.assert_userns_disabled;
+            const bool share_memory = command_shares_memory(plan);
             // Security: PID 1 is stopped until the command runs, so it cannot
             // make itself non-dumpable in time (be_reaper): it does so now. The
             // flag belongs to the memory, which PID 2 leaves at its exec.
-            if (share_memory)
+            // The bounding set both processes end with is dropped here, once:
+            // PID 1 would otherwise drop it while the command starts on its CPU.
+            if (share_memory) {
                 check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+                drop_bounding(plan.caps);
+            }
             pid_t command = static_cast<pid_t>(check(share_memory ? ::vfork() : ::fork(), "fork"));
             if (command == 0) {
                 go_write.reset();
@@ -550,7 +567,7 @@ void release_command(int go)
                     if (::getppid() != holder)
                         ::_exit(1);
                 }
-                command_main(plan, ctx, image, proc_dir.get(), sock);
+                command_main(plan, ctx, image, proc_dir.get(), sock, bounding_after_fork(plan));
             }
             // Security: the holder keeps only what it needs of the caller's
             // fds (bwrap's init does the same): a pipe or directory the
@@ -565,7 +582,7 @@ void release_command(int go)
             for (const UniqueFd& lock : locks)
                 keep.push_back(lock.get());
             close_fds_except(keep);
-            be_reaper(plan, ctx, command, sock, std::move(go_write));
+            be_reaper(plan, ctx, command, sock, std::move(go_write), bounding_after_fork(plan));
         }
         // 13. Otherwise this process becomes the command, and the one that
         // keeps --sync-fd.
