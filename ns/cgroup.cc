@@ -153,6 +153,12 @@ OwnCgroup own_cgroup()
     return own;
 }
 
+bool cgroup_offers(const std::string& dir, const std::string& controller)
+{
+    std::ifstream in(dir + "/cgroup.controllers");
+    return has_word(std::string(std::istreambuf_iterator<char>(in), {}), controller);
+}
+
 bool is_stale_cgroup_name(const std::string& name)
 {
     if (name.rfind("cocoon-", 0) != 0 || name.size() == 7 || name.size() > 17)

@@ -40,6 +40,10 @@ OwnCgroup own_cgroup();
 // /proc/self/cgroup (delegated stays false); for tests.
 OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgroup);
 
+// Whether the cgroup v2 directory dir lists controller in its
+// cgroup.controllers (what its children may be given).
+bool cgroup_offers(const std::string& dir, const std::string& controller);
+
 // "cocoon-PID" for a cgroup left by a cocoon that was killed, whose PID is
 // gone: removed when the next sandbox is made under the same parent.
 bool is_stale_cgroup_name(const std::string& name);

@@ -274,7 +274,7 @@ ExecImage prepare_exec(const LaunchPlan& plan)
         enter_nested_user_namespace(proc_dir);
     if (plan.process.disable_userns || plan.process.assert_userns_disabled)
         assert_user_namespaces_disabled();
-    apply_caps(plan.caps, plan.ambient_caps, plan.process.disable_userns ? kAllCaps : bounding);
+    apply_caps(plan.caps, plan.ambient_caps, bounding);
     set_no_new_privs();
     // Security: only stdin, stdout and stderr cross into the sandbox, and
     // `keep`; an inherited directory fd would be a way back into the host's
@@ -351,6 +351,8 @@ void wait_for_login_watch(int sock)
 }
 
 // Whether PID 2 shares PID 1's memory until its exec (vfork, see child_main).
+// Never with --disable-userns: the kernel refuses a user namespace to a
+// process sharing its memory (and a new one comes with a full bounding set).
 bool command_shares_memory(const LaunchPlan& plan)
 {
     return !plan.reexec_pid1 && !plan.process.disable_userns && !plan.process.assert_userns_disabled;
@@ -406,7 +408,8 @@ void release_command(int go)
     // dumpable meanwhile, so the caller, told the child-pid at step 1, may
     // open /proc/PID/ns/* at every moment (this mm is the caller's
     // namespace's, where a non-dumpable process refuses the caller).
-    if (!plan.reexec_pid1)
+    // (After a vfork the first process did it already, before the command ran.)
+    if (!plan.reexec_pid1 && !command_shares_memory(plan))
         check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
     // Off the command's CPU first: what PID 1 does from here on is not on
     // the start-up path, and the command (PID 2) is.

@@ -174,9 +174,8 @@ int run_check()
            "not mounted: resource use is sampled, --memory-max and --pids-max are unavailable", false);
     if (!own.mount.empty()) {
         const std::string controllers = read_line((own.mount + "/cgroup.controllers").c_str());
-        const bool memory = (" " + controllers + " ").find(" memory ") != std::string::npos;
-        const bool pids = (" " + controllers + " ").find(" pids ") != std::string::npos;
-        r.line(memory && pids, "cgroup v2 memory and pids controllers (" + controllers + ")",
+        r.line(ns::cgroup_offers(own.mount, "memory") && ns::cgroup_offers(own.mount, "pids"),
+               "cgroup v2 memory and pids controllers (" + controllers + ")",
                "missing: memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
         r.line(own.delegated, "own cgroup " + own.dir + " delegated (a report puts the sandbox in a child cgroup)",
                "not delegated: give --cgroup-parent DIR, or run under systemd-run --user --scope -p Delegate=yes",

@@ -38,34 +38,11 @@ std::string build_dir()
     return self.substr(0, self.rfind('/'));
 }
 
-std::string read_text(const std::string& path)
-{
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-bool has_word(const std::string& list, const std::string& word)
-{
-    std::istringstream in(list);
-    for (std::string w; in >> w;)
-        if (w == word)
-            return true;
-    return false;
-}
-
-uint64_t field(const std::string& line, const std::string& name)
-{
-    std::smatch m;
-    if (!std::regex_search(line, m, std::regex("\"" + name + "\": ([0-9]+)")))
-        return UINT64_MAX;
-    return std::stoull(m[1]);
-}
-
 // Whether a process is gone (or a zombie nobody has reaped yet), within two seconds.
 bool ends(pid_t pid)
 {
     for (int i = 0; i < 200; ++i) {
-        std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+        std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
         if (stat.empty() || stat.find(") Z ") != std::string::npos)
             return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -114,10 +91,7 @@ protected:
         return "";
     }
 
-    bool parent_offers(const std::string& controller)
-    {
-        return has_word(read_text(m_parent + "/cgroup.controllers"), controller);
-    }
+    bool parent_offers(const std::string& controller) { return ns::cgroup_offers(m_parent, controller); }
 
     ns::OwnCgroup m_own;
     std::string m_parent;
@@ -168,10 +142,10 @@ TEST_F(Cgroup, TheReportReadsTheCgroup)
     const bool full = parent_offers("memory") && parent_offers("pids");
     EXPECT_TRUE(contains(exit_line, full ? "\"accounting\": \"cgroup\"" : "\"accounting\": \"cgroup+sampled\""))
         << exit_line;
-    const double cpu = (field(exit_line, "cpu-user-us") + field(exit_line, "cpu-system-us")) / 1e6;
+    const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
     EXPECT_GE(cpu, 0.3) << exit_line;
     EXPECT_LE(cpu, 2.0) << exit_line;
-    EXPECT_GE(field(exit_line, "pids-peak"), 3u) << exit_line;
+    EXPECT_GE(json_number(exit_line, "pids-peak"), 3u) << exit_line;
 }
 
 // A cgroup whose cocoon was killed: removed by the next sandbox under the
@@ -208,7 +182,7 @@ TEST_F(Cgroup, MemoryMaxWhereTheControllerIs)
     }
     // The helper touches 256 MiB: the kernel's OOM killer ends it inside the limit.
     EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
-    EXPECT_LE(field(lines(r.err).back(), "memory-peak-bytes"), 64u << 20) << r.err;
+    EXPECT_LE(json_number(lines(r.err).back(), "memory-peak-bytes"), 64u << 20) << r.err;
 }
 
 TEST_F(Cgroup, PidsMaxWhereTheControllerIs)

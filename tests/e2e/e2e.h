@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -69,6 +70,15 @@ inline std::string exit_status_only(const std::string& line)
     static const std::regex usage(", \"(wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak)\": "
                                   "[0-9]+|, \"accounting\": \"[a-z+]+\"");
     return std::regex_replace(line, usage, "");
+}
+
+// The number after "name": in a JSON line (--json-status-fd), or UINT64_MAX if absent.
+inline uint64_t json_number(const std::string& line, const std::string& name)
+{
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex("\"" + name + "\": ([0-9]+)")))
+        return UINT64_MAX;
+    return std::stoull(m[1]);
 }
 
 // The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.

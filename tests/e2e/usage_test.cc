@@ -60,14 +60,6 @@ std::string self_exe()
     return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-uint64_t field(const std::string& line, const std::string& name)
-{
-    std::smatch m;
-    if (!std::regex_search(line, m, std::regex("\"" + name + "\": ([0-9]+)")))
-        return UINT64_MAX;
-    return std::stoull(m[1]);
-}
-
 // The helper run directly, as getrusage sees it: CPU seconds (user + system)
 // and its peak RSS in bytes (what it really holds for its 256 MiB: more under
 // ASan, whose allocator and shadow memory come on top).
@@ -101,20 +93,20 @@ TEST(Usage, TheExitLineReportsWhatTheSandboxUsed)
             {"/helper"});
         ASSERT_EQ(r.code, 0) << r.err;
         const std::string exit_line = lines(r.out).back();
-        EXPECT_EQ(field(exit_line, "exit-code"), 0u) << exit_line;
+        EXPECT_EQ(json_number(exit_line, "exit-code"), 0u) << exit_line;
         // In a delegated cgroup (the unprivileged pass) the sandbox gets a child cgroup, which
         // gives CPU here; memory and tasks are sampled all the same (cgroup_test.cc).
         EXPECT_TRUE(
             contains(exit_line, delegated ? "\"accounting\": \"cgroup+sampled\"" : "\"accounting\": \"sampled\""))
             << exit_line;
-        const uint64_t peak = field(exit_line, "memory-peak-bytes");
+        const uint64_t peak = json_number(exit_line, "memory-peak-bytes");
         EXPECT_GE(peak, (kTouchMiB << 20)) << exit_line;
         // Within 20% of the same program's own peak, measured directly.
         EXPECT_GE(peak, direct_run.peak * 8 / 10) << exit_line << " direct peak " << direct_run.peak;
         EXPECT_LE(peak, direct_run.peak * 12 / 10) << exit_line << " direct peak " << direct_run.peak;
-        EXPECT_GE(field(exit_line, "wall-time-us"), 1'000'000u) << exit_line;
-        EXPECT_GE(field(exit_line, "pids-peak"), pid_ns.empty() ? 1u : 2u) << exit_line;
-        const double cpu = (field(exit_line, "cpu-user-us") + field(exit_line, "cpu-system-us")) / 1e6;
+        EXPECT_GE(json_number(exit_line, "wall-time-us"), 1'000'000u) << exit_line;
+        EXPECT_GE(json_number(exit_line, "pids-peak"), pid_ns.empty() ? 1u : 2u) << exit_line;
+        const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
         EXPECT_GE(cpu, 0.5 * direct) << exit_line << " direct " << direct;
         EXPECT_LE(cpu, 2 * direct + 0.1) << exit_line << " direct " << direct;
     }
@@ -129,10 +121,10 @@ TEST(Usage, LeftoverProcessesCount)
                           sh("(while :; do :; done) & (while :; do :; done) & sleep 0.5"));
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string exit_line = lines(r.out).back();
-    const double cpu = (field(exit_line, "cpu-user-us") + field(exit_line, "cpu-system-us")) / 1e6;
+    const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
     // Two busy loops for half a second on two CPUs: well over a CPU-tenth.
     EXPECT_GE(cpu, 0.3) << exit_line;
-    EXPECT_GE(field(exit_line, "pids-peak"), 4u) << exit_line;
+    EXPECT_GE(json_number(exit_line, "pids-peak"), 4u) << exit_line;
 }
 
 }  // namespace
