@@ -48,6 +48,24 @@ std::map<std::string, std::string> results(const std::string& out)
     return m;
 }
 
+// Whether int $0x80 (the i386 ABI of a 64-bit process) works on this host, outside any
+// sandbox: a PVM guest answers it with SIGSEGV, and there the policy's i386 rules cannot be
+// reached by any test (they come from the same rules as x86_64's; seccomp_rules.cc).
+bool i386_abi_works()
+{
+    static const bool works = run({probe(), "i386"}).code == 0;
+    if (!works)
+        std::printf("note: int $0x80 ends in SIGSEGV on this host, outside any sandbox too: the i386 "
+                    "ABI cannot be tried here\n");
+    return works;
+}
+
+// keyctl through the i386 ABI: `want` where the host has that ABI, else the host's SIGSEGV.
+std::string keyctl_i386_should_be(const std::string& want)
+{
+    return i386_abi_works() ? want : "SIGSEGV";
+}
+
 class DefaultPolicy : public ::testing::Test {
 protected:
     void SetUp() override { ASSERT_EQ(::access(probe().c_str(), X_OK), 0) << probe() << " is missing"; }
@@ -58,7 +76,8 @@ TEST_F(DefaultPolicy, RefusedCallsFailWithEperm)
     Result r = cocoon(args({sandbox(), {"/probe", "calls"}}));
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     auto got = results(r.out);
-    for (const char* name : {"keyctl", "add_key", "request_key", "keyctl_i386", "bpf", "perf_event_open", "userfaultfd",
+    EXPECT_EQ(got["keyctl_i386"], keyctl_i386_should_be("EPERM")) << r.out;
+    for (const char* name : {"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
                              "io_uring_setup", "kexec_load", "init_module", "acct", "swapoff", "open_by_handle_at",
                              "syslog", "vsock", "personality_bsd", "personality_read_implies_exec"})
         EXPECT_EQ(got[name], "EPERM") << name << "\n" << r.out;
@@ -74,7 +93,8 @@ TEST_F(DefaultPolicy, WithoutThePolicyTheKernelAllowsThem)
     Result r = cocoon(args({sandbox({"--no-default-seccomp"}), {"/probe", "calls"}}));
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     auto got = results(r.out);
-    for (const char* name : {"keyctl", "add_key", "keyctl_i386", "personality_bsd", "personality_read_implies_exec"})
+    EXPECT_EQ(got["keyctl_i386"], keyctl_i386_should_be("ok")) << r.out;
+    for (const char* name : {"keyctl", "add_key", "personality_bsd", "personality_read_implies_exec"})
         EXPECT_EQ(got[name], "ok") << name << "\n" << r.out;
     // These fail for another reason without the policy (no capability, bad arguments), never
     // with the policy's EPERM where the kernel answers otherwise.

@@ -1,7 +1,9 @@
 // Tries what cocoon's default seccomp policy refuses, from inside a sandbox, and prints one line
 // per attempt: "NAME ok" or "NAME E<errno name>". Static, so it runs in any sandbox layout.
 //
-// usage: cocoon_seccomp_probe calls            the refused calls, one line each
+// usage: cocoon_seccomp_probe calls            the refused calls, one line each ("keyctl_i386
+//                                              SIGSEGV" where the host has no int $0x80)
+//        cocoon_seccomp_probe i386             exits 0 if int $0x80 (the i386 ABI) works here
 //        cocoon_seccomp_probe setid DIR        makes setuid/setgid files in DIR, one line per way
 //        cocoon_seccomp_probe tiocsti          TIOCSTI and TIOCLINUX on stdin (a terminal), made
 //                                              the controlling terminal of a new session first
@@ -86,15 +88,34 @@ long keyctl_i386(long op, long arg)
     return ret;
 }
 
+// keyctl_i386 in a child of its own: a host may have no i386 ABI for int $0x80 (a PVM guest
+// answers it with SIGSEGV, outside any sandbox too), and the other calls must still run.
+void report_keyctl_i386()
+{
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        long r = keyctl_i386(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING);
+        ::_exit(r < 0 ? static_cast<int>(-r) : 0);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid)
+        return report("keyctl_i386", -1);
+    if (WIFSIGNALED(status))
+        std::printf("keyctl_i386 SIG%s\n", sigabbrev_np(WTERMSIG(status)));
+    else if (int err = WEXITSTATUS(status)) {
+        errno = err;
+        report("keyctl_i386", -1);
+    } else {
+        report("keyctl_i386", 0);
+    }
+}
+
 int calls()
 {
     report("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
     report("add_key", syscall(SYS_add_key, "user", "cocoon-probe", "x", 1, KEY_SPEC_SESSION_KEYRING));
     report("request_key", syscall(SYS_request_key, "user", "cocoon-probe", nullptr, 0));
-    long r = keyctl_i386(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING);
-    if (r < 0)
-        errno = static_cast<int>(-r);
-    report("keyctl_i386", r < 0 ? -1 : r);
+    report_keyctl_i386();
     report("bpf", syscall(SYS_bpf, 0, nullptr, 0));
     report("perf_event_open", syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0));
     report("userfaultfd", syscall(SYS_userfaultfd, 0));
@@ -221,6 +242,8 @@ int main(int argc, char** argv)
         return calls();
     if (mode == "tiocsti")
         return tiocsti();
+    if (mode == "i386")
+        return keyctl_i386(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING) < 0;
     if (mode == "setid" && argc > 2)
         return setid(argv[2]);
     if (mode == "keyring" && argc > 2)
@@ -229,6 +252,6 @@ int main(int argc, char** argv)
         return plant();
     if (mode == "hostkey" && argc > 2)
         return hostkey(argv + 2);
-    std::fprintf(stderr, "usage: %s calls|tiocsti|keyring ID|plant|hostkey CMD...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s calls|i386|tiocsti|keyring ID|plant|hostkey CMD...\n", argv[0]);
     return 2;
 }
