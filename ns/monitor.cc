@@ -98,7 +98,7 @@ sigset_t monitor_signals(const LaunchPlan& plan)
 }
 
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            UsageMeter& usage, SandboxCgroup& cgroup, LoginFiles logins)
+            std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins)
 {
     const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
@@ -113,7 +113,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         sampler = make_timer();
         itimerspec every{{0, 100'000'000}, {0, 100'000'000}};
         check(::timerfd_settime(sampler.get(), 0, &every, nullptr), "timerfd_settime");
-        usage.sample(pid);
+        usage->sample(pid);
     }
     bool timer_armed = false;
 
@@ -228,7 +228,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         if (fds[kSampler].revents & POLLIN) {
             uint64_t ticks;
             if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks)
-                usage.sample(pid);
+                usage->sample(pid);
         }
         // --login-file: changes to DEST (and to SRC), then the quiet period.
         if (fds[kLogin].revents)
@@ -265,7 +265,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
         if (exit.signal)
             line += ", \"exit-signal\": " + std::to_string(exit.signal);
-        Usage used = usage.finish();
+        Usage used = usage->finish();
         cgroup.account(used);
         line += UsageMeter::json_members(used);
         write_all(reports.json_status.get(), line + " }\n");

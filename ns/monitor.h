@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <optional>
+
 #include "base/unique_fd.h"
 #include "ns/launch.h"
 #include "ns/login_file.h"
@@ -22,10 +24,10 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // `pidfd` (borrowed) is PID 1's; `parent` is a pidfd of cocoon's parent with
 // --die-with-parent, else invalid; `reports` are where --info-fd and
 // --json-status-fd write; `logins` syncs the --login-file copies.
-// `usage` was started before the sandbox existed; with --json-status-fd it
-// is sampled every 100 ms and its figures end the exit line; `cgroup` (maybe
+// `usage` was started before the sandbox existed, with --json-status-fd
+// only (else it is empty); it is sampled every 100 ms and its figures end the exit line; `cgroup` (maybe
 // none) is emptied once PID 1 is reaped and its figures replace the samples.
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            UsageMeter& usage, SandboxCgroup& cgroup, LoginFiles logins);
+            std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins);
 
 }  // namespace cocoon::ns

@@ -2,11 +2,11 @@
 // turned into Options in command-line order. Pure; runs in the monitor.
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <charconv>
-#include <functional>
-#include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "base/sys.h"
@@ -31,7 +31,10 @@ private:
     unsigned m_n;
 };
 
-using Handler = std::function<void(Options&, const std::vector<std::string>&)>;
+using V = std::vector<std::string>;
+// A plain function: the tables below are constant data, laid out by the
+// linker, with nothing to build or allocate when cocoon starts.
+using Handler = void (*)(Options&, const V&);
 
 struct Spec {
     const char* name;
@@ -240,40 +243,32 @@ std::pair<mode_t, mode_t> take_perms(Options& o, mode_t fallback)
     return {*perms, mount::parent_mode_for(*perms)};
 }
 
-Handler data(mount::DataKind kind, mode_t fallback)
+template <mount::DataKind Kind, mode_t Fallback> void data(Options& o, const V& a)
 {
-    return [kind, fallback](Options& o, const std::vector<std::string>& a) {
-        auto [mode, parents] = take_perms(o, fallback);
-        o.mounts.push_back(mount::Data{parse_fd(a[0]), a[1], kind, mode, parents});
-    };
+    auto [mode, parents] = take_perms(o, Fallback);
+    o.mounts.push_back(mount::Data{parse_fd(a[0]), a[1], Kind, mode, parents});
 }
 
-Handler bind_fd(mount::BindKind kind)
+template <mount::BindKind Kind> void bind_fd(Options& o, const V& a)
 {
-    return [kind](Options& o, const std::vector<std::string>& a) {
-        o.mounts.push_back(mount::Bind{"", a[1], kind, false, parse_fd(a[0])});
-    };
+    o.mounts.push_back(mount::Bind{"", a[1], Kind, false, parse_fd(a[0])});
 }
 
-Handler bind(mount::BindKind kind, bool optional)
+template <mount::BindKind Kind, bool Optional> void bind(Options& o, const V& a)
 {
-    return [kind, optional](Options& o, const std::vector<std::string>& a) {
-        o.mounts.push_back(mount::Bind{a[0], a[1], kind, optional});
-    };
+    o.mounts.push_back(mount::Bind{a[0], a[1], Kind, Optional});
 }
 
 // An overlay option takes every --overlay-src given since the last one. The
 // count rules (bwrap's) are checked by mount::make_plan.
-Handler overlay(mount::OverlayKind kind)
+template <mount::OverlayKind Kind> void overlay(Options& o, const V& a)
 {
-    return [kind](Options& o, const std::vector<std::string>& a) {
-        mount::Overlay op{std::exchange(o.next_overlay_srcs, {}), "", "", a.back(), kind};
-        if (kind == mount::OverlayKind::ReadWrite) {
-            op.upper = a[0];
-            op.work = a[1];
-        }
-        o.mounts.push_back(std::move(op));
-    };
+    mount::Overlay op{std::exchange(o.next_overlay_srcs, {}), "", "", a.back(), Kind};
+    if (Kind == mount::OverlayKind::ReadWrite) {
+        op.upper = a[0];
+        op.work = a[1];
+    }
+    o.mounts.push_back(std::move(op));
 }
 
 // bwrap's rule for an option that holds one value: a repeat replaces the
@@ -284,12 +279,17 @@ void note_repeat(Options& o, bool given_before, const char* option)
         o.warnings.push_back(std::string("Only the last ") + option + " option will take effect");
 }
 
-Handler fd_option(int ns::FdNumbers::*member, const char* option)
+// An option's name as a template argument (fd_option<..., "--info-fd">).
+template <size_t N> struct Name {
+    // NOLINTNEXTLINE(google-explicit-constructor): made from a literal in a template argument
+    constexpr Name(const char (&text)[N]) { std::copy_n(text, N, value); }
+    char value[N];
+};
+
+template <int ns::FdNumbers::*Member, Name Option> void fd_option(Options& o, const V& a)
 {
-    return [member, option](Options& o, const std::vector<std::string>& a) {
-        note_repeat(o, o.fds.*member >= 0, option);
-        o.fds.*member = parse_fd(a[0]);
-    };
+    note_repeat(o, o.fds.*Member >= 0, Option.value);
+    o.fds.*Member = parse_fd(a[0]);
 }
 
 // bwrap's rules: --seccomp and --add-seccomp-fd exclude each other; a later
@@ -312,267 +312,247 @@ void add_seccomp(Options& o, bool repeatable, const std::string& fd_text)
     o.seccomp.push_back(SeccompInput{option + " " + std::to_string(fd), fd, {}});
 }
 
-Handler flag(bool Options::*member)
+template <bool Options::*Member> void flag(Options& o, const V&)
 {
-    return [member](Options& o, const std::vector<std::string>&) { o.*member = true; };
+    o.*Member = true;
 }
 
-Handler process_flag(bool ns::ProcessOptions::*member)
+template <bool ns::ProcessOptions::*Member> void process_flag(Options& o, const V&)
 {
-    return [member](Options& o, const std::vector<std::string>&) { o.process.*member = true; };
+    o.process.*Member = true;
 }
 
-const std::vector<Spec>& specs()
-{
-    using mount::BindKind;
-    using V = std::vector<std::string>;
-    static const std::vector<Spec> table = {
-        {"help", "", "Print this help", flag(&Options::help)},
-        {"version", "", "Print version", flag(&Options::version)},
-        // Spliced in by parse_args before the table sees the options.
-        {"args", "FD", "Parse NUL-separated arguments from FD", [](Options&, const V&) {}},
-        {"unshare-all", "", "Unshare every namespace (user and cgroup if possible)",
-         [](Options& o, const V&) {
-             o.unshare_user_try = o.unshare_pid = o.unshare_net = o.unshare_ipc = o.unshare_uts = o.unshare_cgroup_try =
-                 true;
-         }},
-        {"share-net", "", "Keep the host's network namespace", [](Options& o, const V&) { o.unshare_net = false; }},
-        {"unshare-user", "", "Create a new user namespace (implied when not root)", flag(&Options::unshare_user)},
-        {"unshare-user-try", "", "Create a new user namespace if possible", flag(&Options::unshare_user_try)},
-        {"unshare-ipc", "", "Create a new IPC namespace", flag(&Options::unshare_ipc)},
-        {"unshare-pid", "", "Create a new PID namespace", flag(&Options::unshare_pid)},
-        {"unshare-net", "", "Create a new network namespace", flag(&Options::unshare_net)},
-        {"unshare-uts", "", "Create a new UTS namespace", flag(&Options::unshare_uts)},
-        {"unshare-cgroup", "", "Create a new cgroup namespace", flag(&Options::unshare_cgroup)},
-        {"unshare-cgroup-try", "", "Create a new cgroup namespace if possible", flag(&Options::unshare_cgroup_try)},
-        {"uid", "UID", "Uid in the sandbox (needs a user namespace)",
-         [](Options& o, const V& a) {
-             note_repeat(o, o.uid.has_value(), "--uid");
-             o.uid = static_cast<uid_t>(parse_ugid("uid", a[0]));
-         }},
-        {"gid", "GID", "Gid in the sandbox (needs a user namespace)",
-         [](Options& o, const V& a) {
-             note_repeat(o, o.gid.has_value(), "--gid");
-             o.gid = static_cast<gid_t>(parse_ugid("gid", a[0]));
-         }},
-        {"hostname", "NAME", "Hostname in the sandbox (needs --unshare-uts)",
-         [](Options& o, const V& a) {
-             note_repeat(o, o.process.hostname.has_value(), "--hostname");
-             o.process.hostname = a[0];
-         }},
-        {"chdir", "DIR", "Change directory to DIR",
-         [](Options& o, const V& a) {
-             note_repeat(o, o.process.chdir.has_value(), "--chdir");
-             o.process.chdir = a[0];
-         }},
-        {"clearenv", "", "Unset all environment variables",
-         [](Options& o, const V&) { o.env.push_back(ns::ClearEnv{}); }},
-        {"setenv", "VAR VALUE", "Set an environment variable",
-         [](Options& o, const V& a) {
-             o.env.push_back(ns::SetEnv{a[0], a[1]});
-         }},
-        {"unsetenv", "VAR", "Unset an environment variable",
-         [](Options& o, const V& a) { o.env.push_back(ns::UnsetEnv{a[0]}); }},
-        {"bind", "SRC DEST", "Bind mount the host path SRC on DEST", bind(BindKind::ReadWrite, false)},
-        {"bind-try", "SRC DEST", "Like --bind, skipped if SRC is missing", bind(BindKind::ReadWrite, true)},
-        {"dev-bind", "SRC DEST", "Like --bind, allowing device access", bind(BindKind::Dev, false)},
-        {"dev-bind-try", "SRC DEST", "Like --dev-bind, skipped if SRC is missing", bind(BindKind::Dev, true)},
-        {"ro-bind", "SRC DEST", "Bind mount the host path SRC read-only on DEST", bind(BindKind::ReadOnly, false)},
-        {"ro-bind-try", "SRC DEST", "Like --ro-bind, skipped if SRC is missing", bind(BindKind::ReadOnly, true)},
-        {"remount-ro", "DEST", "Remount DEST read-only (not recursive)",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::RemountRo{a[0]}); }},
-        {"proc", "DEST", "Mount a new procfs on DEST",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
-        {"dev", "DEST", "Mount a new /dev on DEST",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
-        {"bind-fd", "FD DEST", "Bind mount the directory or file open at FD on DEST", bind_fd(BindKind::ReadWrite)},
-        {"ro-bind-fd", "FD DEST", "Like --bind-fd, read-only", bind_fd(BindKind::ReadOnly)},
-        {"tmpfs", "DEST", "Mount a new tmpfs on DEST",
-         [](Options& o, const V& a) {
-             auto [mode, parents] = take_perms(o, mount::kDirMode);
-             unsigned long long size = std::exchange(o.next_size, std::nullopt).value_or(0);
-             o.mounts.push_back(mount::Tmpfs{a[0], mode, size, parents});
-         }},
-        {"fresh-home", "PATH", "Mount an empty tmpfs (mode 0700, the command's) on PATH and set HOME=PATH",
-         [](Options& o, const V& a) {
-             // --size bounds it as it bounds a --tmpfs: what the agent may
-             // keep in memory under its home.
-             mount::Tmpfs home{a[0], 0700, std::exchange(o.next_size, std::nullopt).value_or(0)};
-             home.fresh_home = true;
-             o.mounts.push_back(std::move(home));
-             o.env.push_back(ns::SetEnv{"HOME", a[0]});
-         }},
-        {"mqueue", "DEST", "Mount a new mqueue on DEST",
-         [](Options& o, const V& a) { o.mounts.push_back(mount::Mqueue{a[0]}); }},
-        {"dir", "DEST", "Create a directory at DEST",
-         [](Options& o, const V& a) {
-             auto [mode, parents] = take_perms(o, mount::kDirMode);
-             o.mounts.push_back(mount::Dir{a[0], mode, parents});
-         }},
-        {"file", "FD DEST", "Copy from FD to a new file DEST (mode 0666)",
-         data(mount::DataKind::File, mount::kFileMode)},
-        {"bind-data", "FD DEST", "Copy from FD to a file bind-mounted on DEST (mode 0600)",
-         data(mount::DataKind::Bind, mount::kDataMode)},
-        {"ro-bind-data", "FD DEST", "Like --bind-data, read-only", data(mount::DataKind::RoBind, mount::kDataMode)},
-        {"chmod", "OCTAL PATH", "Change the permissions of PATH (must exist)",
-         [](Options& o, const V& a) {
-             o.mounts.push_back(mount::Chmod{a[1], parse_mode("--chmod", a[0])});
-         }},
-        {"perms", "OCTAL", "Set permissions of the next --bind-data, --ro-bind-data, --file, --dir or --tmpfs",
-         [](Options& o, const V& a) {
-             if (o.next_perms)
-                 throw UsageError("--perms given twice for the same action");
-             o.next_perms = parse_mode("--perms", a[0]);
-         }},
-        {"size", "BYTES", "Set the size in bytes of the next --tmpfs or --fresh-home",
-         [](Options& o, const V& a) {
-             if (o.next_size)
-                 throw UsageError("--size given twice for the same action");
-             o.next_size = parse_size(a[0]);
-         }},
-        {"overlay-src", "SRC", "Add the host path SRC as a lower layer of the next overlay (the last one given on top)",
-         [](Options& o, const V& a) { o.next_overlay_srcs.push_back(a[0]); }},
-        {"overlay", "RWSRC WORKDIR DEST",
-         "Overlay on DEST of the --overlay-src layers; writes go to the host dir RWSRC",
-         overlay(mount::OverlayKind::ReadWrite)},
-        {"tmp-overlay", "DEST", "Overlay on DEST of the --overlay-src layers; writes go to an invisible tmpfs",
-         overlay(mount::OverlayKind::Tmp)},
-        {"ro-overlay", "DEST", "Read-only overlay on DEST of the (at least two) --overlay-src layers",
-         overlay(mount::OverlayKind::ReadOnly)},
-        {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
-         [](Options& o, const V& a) {
-             o.mounts.push_back(mount::Symlink{a[0], a[1]});
-         }},
-        {"argv0", "VALUE", "Run the command with argv[0] set to VALUE",
-         [](Options& o, const V& a) {
-             if (o.process.argv0)
-                 throw UsageError("--argv0 used multiple times");
-             o.process.argv0 = a[0];
-         }},
-        {"level-prefix", "", "Prefix each line on stderr with its syslog level (<3> errors, <4> warnings)",
-         flag(&Options::level_prefix)},
-        {"new-session", "", "Create a new terminal session", process_flag(&ns::ProcessOptions::new_session)},
-        {"die-with-parent", "", "Kill the sandbox when cocoon's parent (or cocoon) dies",
-         process_flag(&ns::ProcessOptions::die_with_parent)},
-        {"as-pid-1", "", "Run the command as PID 1 (no reaper)", process_flag(&ns::ProcessOptions::as_pid_1)},
-        {"info-fd", "FD", "Write information about the sandbox to FD", fd_option(&ns::FdNumbers::info, "--info-fd")},
-        {"json-status-fd", "FD", "Write the sandbox's status to FD as JSON lines",
-         fd_option(&ns::FdNumbers::json_status, "--json-status-fd")},
-        {"sync-fd", "FD", "Keep FD open in the sandbox while it runs", fd_option(&ns::FdNumbers::sync, "--sync-fd")},
-        {"block-fd", "FD", "Before running the command, wait until FD is readable",
-         fd_option(&ns::FdNumbers::block, "--block-fd")},
-        {"userns-block-fd", "FD", "Wait on FD for the caller to set up the user namespace (needs --info-fd)",
-         fd_option(&ns::FdNumbers::userns_block, "--userns-block-fd")},
-        {"userns", "FD", "Use the user namespace open at FD instead of creating one",
-         fd_option(&ns::FdNumbers::userns, "--userns")},
-        {"userns2", "FD", "After setup, switch into the user namespace open at FD (a descendant of the first)",
-         fd_option(&ns::FdNumbers::userns2, "--userns2")},
-        {"pidns", "FD", "Use the PID namespace open at FD (a new one nested in it with --unshare-pid)",
-         fd_option(&ns::FdNumbers::pidns, "--pidns")},
-        {"lock-file", "DEST", "Take a lock on DEST while the sandbox runs",
-         [](Options& o, const V& a) { o.process.lock_files.push_back(a[0]); }},
-        {"seccomp", "FD", "Load a compiled seccomp (cBPF) program from FD (the last one given)",
-         [](Options& o, const V& a) { add_seccomp(o, false, a[0]); }},
-        {"add-seccomp-fd", "FD", "Load a compiled seccomp (cBPF) program from FD (repeatable)",
-         [](Options& o, const V& a) { add_seccomp(o, true, a[0]); }},
-        {"disable-userns", "", "Keep the command from creating user namespaces (needs --unshare-user)",
-         process_flag(&ns::ProcessOptions::disable_userns)},
-        {"assert-userns-disabled", "", "Fail unless the command is unable to create user namespaces",
-         process_flag(&ns::ProcessOptions::assert_userns_disabled)},
-        // bwrap refuses a label unless SELinux is enabled; cocoon has no
-        // SELinux support, so it always refuses rather than run the sandbox
-        // in a context other than the one asked for.
-        {"exec-label", "LABEL", "SELinux label of the command (not supported: refused)",
-         [](Options&, const V&) { throw UsageError("labeling not supported on this system (--exec-label)"); }},
-        {"file-label", "LABEL", "SELinux label of the sandbox's files (not supported: refused)",
-         [](Options&, const V&) { throw UsageError("labeling not supported on this system (--file-label)"); }},
-        {"cap-add", "CAP", "Add capability CAP (or ALL)",
-         [](Options& o, const V& a) {
-             o.caps.push_back(ns::CapOp{true, a[0]});
-         }},
-        {"cap-drop", "CAP", "Drop capability CAP (or ALL)",
-         [](Options& o, const V& a) {
-             o.caps.push_back(ns::CapOp{false, a[0]});
-         }},
-    };
-    return table;
-}
+using mount::BindKind;
 
-// cocoon's own options, listed apart by --help.
-const std::vector<Spec>& extension_specs()
-{
-    using V = std::vector<std::string>;
-    static const std::vector<Spec> table = {
-        {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
-         process_flag(&ns::ProcessOptions::forward_signals)},
-        {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
-         [](Options& o, const V& a) {
-             o.process.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
-         }},
-        {"egress", "PORT", "An HTTP proxy on 127.0.0.1:PORT and [::1]:PORT inside, reaching only --egress-allow",
-         [](Options& o, const V& a) {
-             if (o.process.egress)
-                 throw UsageError("--egress: given twice");
-             o.process.egress = ns::EgressEndpoint{parse_port("--egress", a[0]), std::move(o.next_egress_allow)};
-         }},
-        {"egress-allow", "PATTERN", "Let --egress reach HOST, *.SUFFIX or an address, with an optional :PORT",
-         [](Options& o, const V& a) {
-             (o.process.egress ? o.process.egress->allow : o.next_egress_allow).push_back(a[0]);
-         }},
-        {"egress-log", "FD", "Write one JSON line per --egress connection, and a summary at the end, to FD",
-         fd_option(&ns::FdNumbers::egress_log, "--egress-log")},
-        {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
-         [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
-        {"check", "", "Report what this host allows a sandbox, then exit (0: a default sandbox can run)",
-         flag(&Options::check)},
-        {"no-default-seccomp", "", "Do not load cocoon's default seccomp policy (keyctl, TIOCSTI, bpf, ... refused)",
-         [](Options& o, const V&) { o.process.default_seccomp = false; }},
-        {"no-follow-sources", "", "Refuse a host source path (bind, overlay) that goes through a symlink",
-         flag(&Options::no_follow_sources)},
-        {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
-         [](Options& o, const V& a) { o.process.kill_after = parse_seconds("--kill-after", a[0]); }},
-        {"cgroup-parent", "DIR", "Run the sandbox in a new cgroup under DIR, a cgroup v2 directory cocoon may write",
-         [](Options& o, const V& a) { o.process.cgroup.parent = a[0]; }},
-        {"memory-max", "BYTES", "Limit the sandbox's memory (cgroup v2 memory.max); K, M, G, T suffixes",
-         [](Options& o, const V& a) { o.process.cgroup.memory_max = parse_memory(a[0]); }},
-        {"pids-max", "N", "Limit the sandbox to N tasks (cgroup v2 pids.max)",
-         [](Options& o, const V& a) { o.process.cgroup.pids_max = parse_pids(a[0]); }},
-        {"login-file", "SRC DEST", "DEST starts as a copy of the host file SRC; changes are saved back to SRC",
-         [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
-    };
-    return table;
-}
-
-struct Table {
-    std::map<std::string, const Spec*, std::less<>> by_name;
+// bwrap's options.
+constexpr Spec kSpecs[] = {
+    {"help", "", "Print this help", flag<&Options::help>},
+    {"version", "", "Print version", flag<&Options::version>},
+    // Spliced in by parse_args before the table sees the options.
+    {"args", "FD", "Parse NUL-separated arguments from FD", [](Options&, const V&) {}},
+    {"unshare-all", "", "Unshare every namespace (user and cgroup if possible)",
+     [](Options& o, const V&) {
+         o.unshare_user_try = o.unshare_pid = o.unshare_net = o.unshare_ipc = o.unshare_uts = o.unshare_cgroup_try =
+             true;
+     }},
+    {"share-net", "", "Keep the host's network namespace", [](Options& o, const V&) { o.unshare_net = false; }},
+    {"unshare-user", "", "Create a new user namespace (implied when not root)", flag<&Options::unshare_user>},
+    {"unshare-user-try", "", "Create a new user namespace if possible", flag<&Options::unshare_user_try>},
+    {"unshare-ipc", "", "Create a new IPC namespace", flag<&Options::unshare_ipc>},
+    {"unshare-pid", "", "Create a new PID namespace", flag<&Options::unshare_pid>},
+    {"unshare-net", "", "Create a new network namespace", flag<&Options::unshare_net>},
+    {"unshare-uts", "", "Create a new UTS namespace", flag<&Options::unshare_uts>},
+    {"unshare-cgroup", "", "Create a new cgroup namespace", flag<&Options::unshare_cgroup>},
+    {"unshare-cgroup-try", "", "Create a new cgroup namespace if possible", flag<&Options::unshare_cgroup_try>},
+    {"uid", "UID", "Uid in the sandbox (needs a user namespace)",
+     [](Options& o, const V& a) {
+         note_repeat(o, o.uid.has_value(), "--uid");
+         o.uid = static_cast<uid_t>(parse_ugid("uid", a[0]));
+     }},
+    {"gid", "GID", "Gid in the sandbox (needs a user namespace)",
+     [](Options& o, const V& a) {
+         note_repeat(o, o.gid.has_value(), "--gid");
+         o.gid = static_cast<gid_t>(parse_ugid("gid", a[0]));
+     }},
+    {"hostname", "NAME", "Hostname in the sandbox (needs --unshare-uts)",
+     [](Options& o, const V& a) {
+         note_repeat(o, o.process.hostname.has_value(), "--hostname");
+         o.process.hostname = a[0];
+     }},
+    {"chdir", "DIR", "Change directory to DIR",
+     [](Options& o, const V& a) {
+         note_repeat(o, o.process.chdir.has_value(), "--chdir");
+         o.process.chdir = a[0];
+     }},
+    {"clearenv", "", "Unset all environment variables", [](Options& o, const V&) { o.env.push_back(ns::ClearEnv{}); }},
+    {"setenv", "VAR VALUE", "Set an environment variable",
+     [](Options& o, const V& a) {
+         o.env.push_back(ns::SetEnv{a[0], a[1]});
+     }},
+    {"unsetenv", "VAR", "Unset an environment variable",
+     [](Options& o, const V& a) { o.env.push_back(ns::UnsetEnv{a[0]}); }},
+    {"bind", "SRC DEST", "Bind mount the host path SRC on DEST", bind<BindKind::ReadWrite, false>},
+    {"bind-try", "SRC DEST", "Like --bind, skipped if SRC is missing", bind<BindKind::ReadWrite, true>},
+    {"dev-bind", "SRC DEST", "Like --bind, allowing device access", bind<BindKind::Dev, false>},
+    {"dev-bind-try", "SRC DEST", "Like --dev-bind, skipped if SRC is missing", bind<BindKind::Dev, true>},
+    {"ro-bind", "SRC DEST", "Bind mount the host path SRC read-only on DEST", bind<BindKind::ReadOnly, false>},
+    {"ro-bind-try", "SRC DEST", "Like --ro-bind, skipped if SRC is missing", bind<BindKind::ReadOnly, true>},
+    {"remount-ro", "DEST", "Remount DEST read-only (not recursive)",
+     [](Options& o, const V& a) { o.mounts.push_back(mount::RemountRo{a[0]}); }},
+    {"proc", "DEST", "Mount a new procfs on DEST",
+     [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
+    {"dev", "DEST", "Mount a new /dev on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
+    {"bind-fd", "FD DEST", "Bind mount the directory or file open at FD on DEST", bind_fd<BindKind::ReadWrite>},
+    {"ro-bind-fd", "FD DEST", "Like --bind-fd, read-only", bind_fd<BindKind::ReadOnly>},
+    {"tmpfs", "DEST", "Mount a new tmpfs on DEST",
+     [](Options& o, const V& a) {
+         auto [mode, parents] = take_perms(o, mount::kDirMode);
+         unsigned long long size = std::exchange(o.next_size, std::nullopt).value_or(0);
+         o.mounts.push_back(mount::Tmpfs{a[0], mode, size, parents});
+     }},
+    {"fresh-home", "PATH", "Mount an empty tmpfs (mode 0700, the command's) on PATH and set HOME=PATH",
+     [](Options& o, const V& a) {
+         // --size bounds it as it bounds a --tmpfs: what the agent may
+         // keep in memory under its home.
+         mount::Tmpfs home{a[0], 0700, std::exchange(o.next_size, std::nullopt).value_or(0)};
+         home.fresh_home = true;
+         o.mounts.push_back(std::move(home));
+         o.env.push_back(ns::SetEnv{"HOME", a[0]});
+     }},
+    {"mqueue", "DEST", "Mount a new mqueue on DEST",
+     [](Options& o, const V& a) { o.mounts.push_back(mount::Mqueue{a[0]}); }},
+    {"dir", "DEST", "Create a directory at DEST",
+     [](Options& o, const V& a) {
+         auto [mode, parents] = take_perms(o, mount::kDirMode);
+         o.mounts.push_back(mount::Dir{a[0], mode, parents});
+     }},
+    {"file", "FD DEST", "Copy from FD to a new file DEST (mode 0666)", data<mount::DataKind::File, mount::kFileMode>},
+    {"bind-data", "FD DEST", "Copy from FD to a file bind-mounted on DEST (mode 0600)",
+     data<mount::DataKind::Bind, mount::kDataMode>},
+    {"ro-bind-data", "FD DEST", "Like --bind-data, read-only", data<mount::DataKind::RoBind, mount::kDataMode>},
+    {"chmod", "OCTAL PATH", "Change the permissions of PATH (must exist)",
+     [](Options& o, const V& a) {
+         o.mounts.push_back(mount::Chmod{a[1], parse_mode("--chmod", a[0])});
+     }},
+    {"perms", "OCTAL", "Set permissions of the next --bind-data, --ro-bind-data, --file, --dir or --tmpfs",
+     [](Options& o, const V& a) {
+         if (o.next_perms)
+             throw UsageError("--perms given twice for the same action");
+         o.next_perms = parse_mode("--perms", a[0]);
+     }},
+    {"size", "BYTES", "Set the size in bytes of the next --tmpfs or --fresh-home",
+     [](Options& o, const V& a) {
+         if (o.next_size)
+             throw UsageError("--size given twice for the same action");
+         o.next_size = parse_size(a[0]);
+     }},
+    {"overlay-src", "SRC", "Add the host path SRC as a lower layer of the next overlay (the last one given on top)",
+     [](Options& o, const V& a) { o.next_overlay_srcs.push_back(a[0]); }},
+    {"overlay", "RWSRC WORKDIR DEST", "Overlay on DEST of the --overlay-src layers; writes go to the host dir RWSRC",
+     overlay<mount::OverlayKind::ReadWrite>},
+    {"tmp-overlay", "DEST", "Overlay on DEST of the --overlay-src layers; writes go to an invisible tmpfs",
+     overlay<mount::OverlayKind::Tmp>},
+    {"ro-overlay", "DEST", "Read-only overlay on DEST of the (at least two) --overlay-src layers",
+     overlay<mount::OverlayKind::ReadOnly>},
+    {"symlink", "SRC DEST", "Create a symlink at DEST with target SRC",
+     [](Options& o, const V& a) {
+         o.mounts.push_back(mount::Symlink{a[0], a[1]});
+     }},
+    {"argv0", "VALUE", "Run the command with argv[0] set to VALUE",
+     [](Options& o, const V& a) {
+         if (o.process.argv0)
+             throw UsageError("--argv0 used multiple times");
+         o.process.argv0 = a[0];
+     }},
+    {"level-prefix", "", "Prefix each line on stderr with its syslog level (<3> errors, <4> warnings)",
+     flag<&Options::level_prefix>},
+    {"new-session", "", "Create a new terminal session", process_flag<&ns::ProcessOptions::new_session>},
+    {"die-with-parent", "", "Kill the sandbox when cocoon's parent (or cocoon) dies",
+     process_flag<&ns::ProcessOptions::die_with_parent>},
+    {"as-pid-1", "", "Run the command as PID 1 (no reaper)", process_flag<&ns::ProcessOptions::as_pid_1>},
+    {"info-fd", "FD", "Write information about the sandbox to FD", fd_option<&ns::FdNumbers::info, "--info-fd">},
+    {"json-status-fd", "FD", "Write the sandbox's status to FD as JSON lines",
+     fd_option<&ns::FdNumbers::json_status, "--json-status-fd">},
+    {"sync-fd", "FD", "Keep FD open in the sandbox while it runs", fd_option<&ns::FdNumbers::sync, "--sync-fd">},
+    {"block-fd", "FD", "Before running the command, wait until FD is readable",
+     fd_option<&ns::FdNumbers::block, "--block-fd">},
+    {"userns-block-fd", "FD", "Wait on FD for the caller to set up the user namespace (needs --info-fd)",
+     fd_option<&ns::FdNumbers::userns_block, "--userns-block-fd">},
+    {"userns", "FD", "Use the user namespace open at FD instead of creating one",
+     fd_option<&ns::FdNumbers::userns, "--userns">},
+    {"userns2", "FD", "After setup, switch into the user namespace open at FD (a descendant of the first)",
+     fd_option<&ns::FdNumbers::userns2, "--userns2">},
+    {"pidns", "FD", "Use the PID namespace open at FD (a new one nested in it with --unshare-pid)",
+     fd_option<&ns::FdNumbers::pidns, "--pidns">},
+    {"lock-file", "DEST", "Take a lock on DEST while the sandbox runs",
+     [](Options& o, const V& a) { o.process.lock_files.push_back(a[0]); }},
+    {"seccomp", "FD", "Load a compiled seccomp (cBPF) program from FD (the last one given)",
+     [](Options& o, const V& a) { add_seccomp(o, false, a[0]); }},
+    {"add-seccomp-fd", "FD", "Load a compiled seccomp (cBPF) program from FD (repeatable)",
+     [](Options& o, const V& a) { add_seccomp(o, true, a[0]); }},
+    {"disable-userns", "", "Keep the command from creating user namespaces (needs --unshare-user)",
+     process_flag<&ns::ProcessOptions::disable_userns>},
+    {"assert-userns-disabled", "", "Fail unless the command is unable to create user namespaces",
+     process_flag<&ns::ProcessOptions::assert_userns_disabled>},
+    // bwrap refuses a label unless SELinux is enabled; cocoon has no
+    // SELinux support, so it always refuses rather than run the sandbox
+    // in a context other than the one asked for.
+    {"exec-label", "LABEL", "SELinux label of the command (not supported: refused)",
+     [](Options&, const V&) { throw UsageError("labeling not supported on this system (--exec-label)"); }},
+    {"file-label", "LABEL", "SELinux label of the sandbox's files (not supported: refused)",
+     [](Options&, const V&) { throw UsageError("labeling not supported on this system (--file-label)"); }},
+    {"cap-add", "CAP", "Add capability CAP (or ALL)",
+     [](Options& o, const V& a) {
+         o.caps.push_back(ns::CapOp{true, a[0]});
+     }},
+    {"cap-drop", "CAP", "Drop capability CAP (or ALL)",
+     [](Options& o, const V& a) {
+         o.caps.push_back(ns::CapOp{false, a[0]});
+     }},
 };
 
-// Built once and never destroyed (nothing to tear down at exit).
-const Table& table()
+// cocoon's own options, listed apart by --help.
+constexpr Spec kExtensionSpecs[] = {
+    {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
+     process_flag<&ns::ProcessOptions::forward_signals>},
+    {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
+     [](Options& o, const V& a) {
+         o.process.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
+     }},
+    {"egress", "PORT", "An HTTP proxy on 127.0.0.1:PORT and [::1]:PORT inside, reaching only --egress-allow",
+     [](Options& o, const V& a) {
+         if (o.process.egress)
+             throw UsageError("--egress: given twice");
+         o.process.egress = ns::EgressEndpoint{parse_port("--egress", a[0]), std::move(o.next_egress_allow)};
+     }},
+    {"egress-allow", "PATTERN", "Let --egress reach HOST, *.SUFFIX or an address, with an optional :PORT",
+     [](Options& o, const V& a) {
+         (o.process.egress ? o.process.egress->allow : o.next_egress_allow).push_back(a[0]);
+     }},
+    {"egress-log", "FD", "Write one JSON line per --egress connection, and a summary at the end, to FD",
+     fd_option<&ns::FdNumbers::egress_log, "--egress-log">},
+    {"proxy-env", "PORT", "Set HTTP(S)_PROXY and friends to http://127.0.0.1:PORT",
+     [](Options& o, const V& a) { add_proxy_env(o, parse_port("--proxy-env", a[0])); }},
+    {"check", "", "Report what this host allows a sandbox, then exit (0: a default sandbox can run)",
+     flag<&Options::check>},
+    {"no-default-seccomp", "", "Do not load cocoon's default seccomp policy (keyctl, TIOCSTI, bpf, ... refused)",
+     [](Options& o, const V&) { o.process.default_seccomp = false; }},
+    {"no-follow-sources", "", "Refuse a host source path (bind, overlay) that goes through a symlink",
+     flag<&Options::no_follow_sources>},
+    {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
+     [](Options& o, const V& a) { o.process.kill_after = parse_seconds("--kill-after", a[0]); }},
+    {"cgroup-parent", "DIR", "Run the sandbox in a new cgroup under DIR, a cgroup v2 directory cocoon may write",
+     [](Options& o, const V& a) { o.process.cgroup.parent = a[0]; }},
+    {"memory-max", "BYTES", "Limit the sandbox's memory (cgroup v2 memory.max); K, M, G, T suffixes",
+     [](Options& o, const V& a) { o.process.cgroup.memory_max = parse_memory(a[0]); }},
+    {"pids-max", "N", "Limit the sandbox to N tasks (cgroup v2 pids.max)",
+     [](Options& o, const V& a) { o.process.cgroup.pids_max = parse_pids(a[0]); }},
+    {"login-file", "SRC DEST", "DEST starts as a copy of the host file SRC; changes are saved back to SRC",
+     [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
+};
+
+// The Spec named `name` (without its "--"), or nullptr. A scan of ~80 names,
+// most of them told apart by their first letter: cheaper than building an
+// index at each start.
+const Spec* find_named(std::string_view name)
 {
-    static const Table& built = *[] {
-        auto* t = new Table;
-        for (const auto* list : {&specs(), &extension_specs()})
-            for (const Spec& s : *list)
-                t->by_name[s.name] = &s;
-        return t;
-    }();
-    return built;
+    for (std::span<const Spec> list : {std::span<const Spec>(kSpecs), std::span<const Spec>(kExtensionSpecs)})
+        for (const Spec& s : list)
+            if (name == s.name)
+                return &s;
+    return nullptr;
 }
 
 // The Spec of option `arg` ("--name"), or nullptr.
-const Spec* find_spec(const Table& t, const std::string& arg)
+const Spec* find_spec(const std::string& arg)
 {
-    if (arg.rfind("--", 0) != 0)
-        return nullptr;
-    auto it = t.by_name.find(std::string_view(arg).substr(2));
-    return it == t.by_name.end() ? nullptr : it->second;
+    return arg.rfind("--", 0) == 0 ? find_named(std::string_view(arg).substr(2)) : nullptr;
 }
 
 // How many arguments option `arg` takes; throws for an unknown option.
-unsigned arity(const Table& t, const std::string& arg)
+unsigned arity(const std::string& arg)
 {
-    const Spec* spec = find_spec(t, arg);
+    const Spec* spec = find_spec(arg);
     if (!spec)
         throw UsageError("Unknown option " + arg);
     return count_args(spec->args);
@@ -581,12 +561,12 @@ unsigned arity(const Table& t, const std::string& arg)
 // Boost's descriptions of just the options on this command line. Start-up
 // speed: describing all ~80 of them took ~280,000 instructions per sandbox
 // (callgrind), most of it in option_description::set_names.
-po::options_description describe(const Table& t, const std::vector<std::string>& option_args)
+po::options_description describe(const std::vector<std::string>& option_args)
 {
     po::options_description desc;
     std::set<std::string_view> described;
     for (size_t i = 0; i < option_args.size();) {
-        const Spec* spec = find_spec(t, option_args[i]);
+        const Spec* spec = find_spec(option_args[i]);
         if (described.insert(spec->name).second)
             desc.add_options()(spec->name, new Args(count_args(spec->args)), spec->help);
         i += 1 + count_args(spec->args);
@@ -620,7 +600,7 @@ std::vector<std::string> split_nul(const std::string& data)
 // bound). Unlike bwrap, which silently drops whatever follows a "--" or a
 // non-option in the file, that is refused: dropped words could be options
 // the caller believes apply.
-std::vector<std::string> read_args_file(const Table& t, const std::string& fd_text, const FdReader& read)
+std::vector<std::string> read_args_file(const std::string& fd_text, const FdReader& read)
 {
     int fd = parse_fd(fd_text);
     std::vector<std::string> words = split_nul(read(fd, "Can't read --args data from fd " + std::to_string(fd)));
@@ -631,7 +611,7 @@ std::vector<std::string> read_args_file(const Table& t, const std::string& fd_te
         if (arg == "--" || arg.empty() || arg[0] != '-')
             throw UsageError("--args " + std::to_string(fd) + ": only options may come from an arguments file, not '" +
                              arg + "'");
-        unsigned n = arity(t, arg);
+        unsigned n = arity(arg);
         check_has_arguments(arg, n, i, words.size());
         i += 1 + n;
     }
@@ -647,7 +627,6 @@ std::string read_fd(int fd, const std::string& context)
 
 Options parse_args(const std::vector<std::string>& args, const FdReader& read)
 {
-    const Table& t = table();
     // Split off the command first: it starts after "--" or at the first
     // argument that is neither an option nor an option's argument. --args
     // files are spliced in where they stand, so their options keep their place
@@ -665,10 +644,10 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
             command = end;
             break;
         }
-        unsigned n = arity(t, arg);
+        unsigned n = arity(arg);
         check_has_arguments(arg, n, end, args.size());
         if (arg == "--args") {
-            std::vector<std::string> words = read_args_file(t, args[end + 1], read);
+            std::vector<std::string> words = read_args_file(args[end + 1], read);
             option_args.insert(option_args.end(), words.begin(), words.end());
         } else {
             option_args.insert(option_args.end(), args.begin() + static_cast<long>(end),
@@ -679,7 +658,7 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
 
     Options o;
     try {
-        const po::options_description desc = describe(t, option_args);
+        const po::options_description desc = describe(option_args);
         po::parsed_options parsed =
             po::command_line_parser(option_args)
                 .options(desc)
@@ -689,7 +668,7 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
         // environment edits depend on.
         for (const po::option& opt : parsed.options) {
             check_modifiers(o, opt.string_key);
-            t.by_name.at(opt.string_key)->handle(o, opt.value);
+            find_named(opt.string_key)->handle(o, opt.value);
         }
     } catch (const po::error& e) {
         throw UsageError(e.what());
@@ -715,14 +694,13 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
 
 bool level_prefix_requested(const std::vector<std::string>& args)
 {
-    const Table& t = table();
     for (size_t i = 0; i < args.size();) {
         const std::string& arg = args[i];
         if (arg == "--level-prefix")
             return true;
         if (arg == "--" || arg.empty() || arg[0] != '-')
             return false;
-        const Spec* spec = find_spec(t, arg);
+        const Spec* spec = find_spec(arg);
         if (!spec)
             return false;
         i += 1 + count_args(spec->args);
@@ -732,7 +710,7 @@ bool level_prefix_requested(const std::vector<std::string>& args)
 
 std::string usage(const std::string& prog)
 {
-    auto list = [](const std::vector<Spec>& table) {
+    auto list = [](std::span<const Spec> table) {
         std::string out;
         for (const Spec& s : table) {
             std::string left = std::string("    --") + s.name + (*s.args ? " " : "") + s.args;
@@ -741,8 +719,8 @@ std::string usage(const std::string& prog)
         }
         return out;
     };
-    return "usage: " + prog + " [OPTIONS...] [--] COMMAND [ARGS...]\n\n" + list(specs()) +
-           "\ncocoon's own options (not in bwrap):\n" + list(extension_specs());
+    return "usage: " + prog + " [OPTIONS...] [--] COMMAND [ARGS...]\n\n" + list(kSpecs) +
+           "\ncocoon's own options (not in bwrap):\n" + list(kExtensionSpecs);
 }
 
 }  // namespace cocoon::tools
