@@ -2,10 +2,8 @@
 #include "base/sys.h"
 
 #include <fcntl.h>
-#include <link.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -101,41 +99,6 @@ std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& c
             throw SysError(EFBIG, context);
         data.append(buf, static_cast<size_t>(n));
     }
-}
-
-namespace {
-
-// Where this executable's code lies, found once (by the monitor's first call)
-// and inherited by its forks.
-struct CodeRange {
-    uintptr_t start = 0;
-    size_t size = 0;
-} g_code;
-
-}  // namespace
-
-void map_image_code()
-{
-    if (!g_code.size)
-        // The first object dl_iterate_phdr reports is the executable itself.
-        ::dl_iterate_phdr(
-            [](dl_phdr_info* info, size_t, void*) {
-                const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-                for (int i = 0; i < info->dlpi_phnum; ++i) {
-                    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-                    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
-                        const uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
-                        g_code.start = begin & ~(page - 1);
-                        g_code.size = begin + ph.p_memsz - g_code.start;
-                        break;
-                    }
-                }
-                return 1;
-            },
-            nullptr);
-    if (g_code.size)
-        // NOLINTNEXTLINE(performance-no-int-to-ptr): the ELF headers give the segment as a number
-        ::madvise(reinterpret_cast<void*>(g_code.start), g_code.size, MADV_POPULATE_READ);
 }
 
 }  // namespace cocoon::sys

@@ -36,12 +36,4 @@ void write_file(const std::string& path, const std::string& data, int dirfd = AT
 // max_bytes, so a caller that passes /dev/zero gets an error, not an OOM.
 std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context);
 
-// Start-up speed: maps this executable's code into the calling process's
-// page tables in one call
-// (MADV_POPULATE_READ, Linux 5.14; a no-op before). Every process cocoon
-// starts (the monitor, the sandbox's PID 1) otherwise takes one page fault per
-// 64 KiB of the image it runs, and a fault costs ~12 us on a virtual machine
-// against ~1 us for the pages mapped here. See ARCHITECTURE.md, "Start-up".
-void map_image_code();
-
 }  // namespace cocoon::sys

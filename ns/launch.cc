@@ -455,8 +455,6 @@ void release_command(int go)
 [[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock)
 {
     std::string_view step;  // constant text: naming a step allocates nothing
-    // A fork does not copy the monitor's mappings of the image: map them again.
-    sys::map_image_code();
     try {
         // 1. Report the new namespaces (--info-fd, --json-status-fd) while
         // /proc/self/ns is still ours to read.

@@ -5,7 +5,7 @@ COCOON_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 COCOON_BUILD=${COCOON_BUILD:-$COCOON_ROOT/build}
 
 cocoon_packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config lld
   libcap-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libboost-program-options-dev libc-ares-dev
   googletest libgtest-dev
   util-linux procps attr bubblewrap curl socat openssl nodejs
