@@ -25,8 +25,9 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // --die-with-parent, else invalid; `reports` are where --info-fd and
 // --json-status-fd write; `logins` syncs the --login-file copies.
 // `usage` was started before the sandbox existed, with --json-status-fd
-// only (else it is empty); it is sampled every 100 ms and its figures end the exit line; `cgroup` (maybe
-// none) is emptied once PID 1 is reaped and its figures replace the samples.
+// only (else it is empty); it is sampled every 100 ms and its figures end
+// the exit line; `cgroup` (maybe none) is emptied once PID 1 is reaped and
+// its figures replace the samples.
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
             std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins);
 

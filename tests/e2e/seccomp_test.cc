@@ -53,10 +53,13 @@ std::map<std::string, std::string> results(const std::string& out)
 // reached by any test (they come from the same rules as x86_64's; seccomp_rules.cc).
 bool i386_abi_works()
 {
-    static const bool works = run({probe(), "i386"}).code == 0;
-    if (!works)
-        std::printf("note: int $0x80 ends in SIGSEGV on this host, outside any sandbox too: the i386 "
-                    "ABI cannot be tried here\n");
+    static const bool works = [] {
+        const bool ok = run({probe(), "i386"}).code == 0;
+        if (!ok)
+            std::printf("note: int $0x80 ends in SIGSEGV on this host, outside any sandbox too: the i386 "
+                        "ABI cannot be tried here\n");
+        return ok;
+    }();
     return works;
 }
 
