@@ -396,6 +396,24 @@ void refuse_redirected(const std::string& source, int source_fd, bool source_via
                          " is in the sandbox");
 }
 
+// Security: a source reached through a symbolic link is not bound onto a
+// destination that does not exist and is itself reached through one. A link
+// an earlier run planted in a read-write bind (WT/sub -> $HOME) leads the
+// source to the host's file (~/.ssh) and the destination into what the
+// sandbox has at that path (an empty fresh home), where nothing exists to
+// compare the two: bwrap refuses it too ("Can't mkdir"). Checked before the
+// mount point is made, so nothing is created on the way.
+void refuse_link_to_missing(int root, const std::string& source, const std::string& dest, const std::string& what)
+{
+    UniqueFd fd;
+    if (sys::try_openat2(root, dest, O_PATH, kInRoot | RESOLVE_NO_SYMLINKS, 0, fd) != -ELOOP)
+        return;  // no link on the way (refuse_redirected compares an existing one)
+    if (sys::try_openat2(root, dest, O_PATH, kInRoot, 0, fd) != -ENOENT)
+        return;
+    throw UsageError(what + ": " + source + " leads through a symbolic link, and so does " + dest +
+                     ", which does not exist in the sandbox");
+}
+
 uint64_t mount_id(int fd, const std::string& what)
 {
     struct statx stx {};
@@ -467,6 +485,8 @@ struct Applier {
         struct stat st;
         check(::fstat(src.tree.get(), &st), "stat(" + b.source + ")");
         const std::string what = "Can't bind mount " + (b.fd >= 0 ? fd_name(*fd_use(b)) : b.source) + " on " + b.dest;
+        if (src.via_symlink)
+            refuse_link_to_missing(root, b.source, b.dest, what);
         Target target = mount_point(root, b.dest, S_ISDIR(st.st_mode), what);
         refuse_redirected(b.source, src.tree.get(), src.via_symlink, b.dest, target, what);
         attach(src.tree.get(), target.fd.get(), what);

@@ -657,7 +657,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     check(::sigprocmask(SIG_BLOCK, &handled, &ctx.caller_mask), "sigprocmask");
 
     // --login-file: every SRC is opened and read before the sandbox exists.
-    LoginFiles logins(plan.process.login_files, plan.log_prefix);
+    LoginFiles logins(plan.process.login_files, plan.log_prefix, plan.mounts.no_follow_sources);
     ctx.login_seeds = logins.seeds();
 
     const bool report = fds.monitor.info || fds.monitor.json_status;

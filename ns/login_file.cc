@@ -107,6 +107,22 @@ std::string refusal(const struct stat& st, dev_t dir_dev)
     return "";
 }
 
+// Why the file at SRC is refused, or "": SRC must be a regular file with one
+// link, owned by the caller. Security: a hard link (to a file of the caller's
+// elsewhere on the filesystem) or another user's file at SRC's name would be
+// read into the sandbox; its write-back replaces only the name.
+std::string source_refusal(const struct stat& st)
+{
+    if (!S_ISREG(st.st_mode))
+        return "not a regular file";
+    if (st.st_nlink != 1)
+        return "a file with " + std::to_string(st.st_nlink) + " hard links";
+    if (st.st_uid != ::geteuid())
+        return "owned by uid " + std::to_string(st.st_uid) + ", not by the caller (uid " + std::to_string(::geteuid()) +
+               ")";
+    return "";
+}
+
 // A write-back killed between linkat and renameat leaves its temp file
 // (".NAME.cocoon-PID-N") beside SRC; one whose cocoon is gone is removed.
 void remove_stale_temps(int dir, const std::string& name)
@@ -133,7 +149,7 @@ void remove_stale_temps(int dir, const std::string& name)
 
 }  // namespace
 
-LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix)
+LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix, bool no_follow)
     : m_log_prefix(std::move(log_prefix))
 {
     if (files.empty())
@@ -144,34 +160,45 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
     for (const LoginFile& file : files) {
         Entry e;
         e.option = "--login-file " + file.source + " " + file.dest;
-        // A SRC that is a symlink is followed once, here: the write-back
-        // replaces the file it names, not the link.
-        char real[PATH_MAX];
-        if (!::realpath(file.source.c_str(), real))
-            throw SysError(errno, e.option);
-        auto [dir, name] = split(real);
-        e.src_name = name;
-        e.src_dir.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!e.src_dir)
-            throw SysError(errno, e.option + ": can't open the directory " + dir);
+        auto [dir, name] = split(file.source);
+        if (name.empty() || name == "." || name == "..")
+            throw UsageError(e.option + ": SRC must name a file");
+        // Security: SRC's directory is opened once, here, and held for the
+        // whole run: every later read of SRC and every write-back happens in
+        // this fd, never by path. Under --no-follow-sources no component may
+        // be a symlink, so a link planted in a directory the agent (or an
+        // earlier run) could write does not redirect it.
+        int err =
+            sys::try_openat2(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, no_follow ? RESOLVE_NO_SYMLINKS : 0, 0, e.src_dir);
+        if (err == -ELOOP && no_follow)
+            throw UsageError(e.option + ": a component of " + dir +
+                             " is a symbolic link (refused by --no-follow-sources); pass the real path");
+        if (err < 0)
+            throw SysError(-err, e.option + ": can't open the directory " + dir);
         // The write-back makes a temp file there and renames it over SRC.
         if (::faccessat(e.src_dir.get(), ".", W_OK | X_OK, AT_EACCESS) < 0)
             throw SysError(errno, e.option + ": the directory " + dir + " must be writable");
+        // Security: SRC itself is never followed. A link at SRC (to
+        // ~/.ssh/authorized_keys, say) would be read as the login file and
+        // every renewal saved over the file it names.
         UniqueFd src(
             ::openat(e.src_dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+        if (!src && errno == ELOOP)
+            throw UsageError(e.option + ": " + file.source +
+                             " is a symbolic link; pass the real path of the file it names");
         if (!src)
             throw SysError(errno, e.option);
         struct stat st;
         check(::fstat(src.get(), &st), e.option);
-        if (!S_ISREG(st.st_mode))
-            throw UsageError(e.option + ": " + file.source + " is not a regular file");
+        if (std::string why = source_refusal(st); !why.empty())
+            throw UsageError(e.option + ": " + file.source + " is " + why);
         if (!read_capped(src.get(), e.synced))
             throw SysError(errno, e.option);
         if (e.synced.size() > kLoginFileMax)
             throw UsageError(e.option + ": " + file.source + " is larger than 1 MiB");
-        e.src_uid = st.st_uid;
         e.src_gid = st.st_gid;
-        e.src_mode = st.st_mode & 07777;
+        e.src_mode = st.st_mode & 0777;
+        e.src_name = name;
         e.dest_name = split(file.dest).second;
         remove_stale_temps(e.src_dir.get(), name);
         const std::string proc = "/proc/self/fd/" + std::to_string(e.src_dir.get());
@@ -232,7 +259,14 @@ void LoginFiles::on_events()
                     e.dest_closed = e.src_changed = true;
                     any = true;
                 } else if (ev->wd == e.dest_wd && name == e.dest_name) {
-                    e.dest_closed |= (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0;
+                    // A version is whole only once a close or a rename came
+                    // after its last change: a write after a rename (an
+                    // in-place rewrite that truncated DEST and has not yet
+                    // written) takes the mark back.
+                    if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
+                        e.dest_closed = true;
+                    else if (ev->mask & IN_MODIFY)
+                        e.dest_closed = false;
                     e.dest_created |= (ev->mask & IN_CREATE) != 0;
                     any = true;  // any change (IN_MODIFY too) restarts the quiet period
                 } else if (ev->wd == e.src_wd && name == e.src_name) {
@@ -262,14 +296,12 @@ void LoginFiles::finish()
     if (m_entries.empty())
         return;
     on_events();
-    // The writers are gone with the sandbox: nothing can change DEST now.
-    // Each DEST is looked at, with or without an event: the command may have
-    // written it before the watch existed (it renewed at once and exited
-    // while the monitor's message about DEST's directory was still queued).
-    for (Entry& e : m_entries) {
-        e.dest_closed = e.dest_created = true;
+    // The writers are gone with the sandbox (their files were closed as they
+    // died, which marked DEST closed), so a last version needs no quiet
+    // period. The command started only once every DEST was watched, so no
+    // change came before the watch.
+    for (Entry& e : m_entries)
         check_dest(e, true);
-    }
 }
 
 // Security: DEST is reached by name from the directory fd alone. lstat first
@@ -309,11 +341,29 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
         return Read::Unstable;  // a symlink swapped in after the lstat: look again
     if (::fstat(fd.get(), &opened) < 0 || !refusal(opened, dir.st_dev).empty() || opened.st_ino != before.st_ino)
         return Read::Unstable;  // swapped between the lstat and the open: look again
+    // A version is taken only while no one has DEST open for writing: the
+    // kernel refuses a read lease (EAGAIN) on such a file, which catches a
+    // writer that truncated DEST and has not written yet (a program started
+    // after its shell truncated the file, a writer under load). The lease is
+    // held while DEST is read; a writer's open meanwhile breaks it, and the
+    // read is then not a version. The break is signalled with SIGURG, whose
+    // default action (the monitor keeps it) is to ignore it.
+    bool leased = false;
+    if (need_close) {
+        if (::fcntl(fd.get(), F_SETSIG, SIGURG) == 0 && ::fcntl(fd.get(), F_SETLEASE, F_RDLCK) == 0)
+            leased = true;
+        else if (errno == EAGAIN)
+            return Read::Busy;
+        // Otherwise (leases off: fs.leases-enable=0) only the close and the
+        // stable read below stand for it.
+    }
     if (!read_capped(fd.get(), out) || out.size() > kLoginFileMax)
         return Read::Unstable;
     if (::fstat(fd.get(), &after) < 0 || !same_version(opened, after) ||
         out.size() != static_cast<size_t>(after.st_size))
         return Read::Unstable;
+    if (leased && ::fcntl(fd.get(), F_GETLEASE) != F_RDLCK)
+        return Read::Unstable;  // a writer opened DEST while it was read
     return Read::Ok;
 }
 
@@ -329,15 +379,20 @@ void LoginFiles::check_dest(Entry& e, bool final)
     }
     if (r == Read::Wait && !final)
         return;
+    if (r == Read::Busy)
+        return;  // a writer holds DEST open: its close is the next event
     e.dest_closed = e.dest_created = false;
     if (r == Read::Ok && content != e.synced)
         save_to_source(e, content);
 }
 
 // The write-back: under a lock on SRC's directory (every cocoon saving there
-// takes it), a temp file beside SRC with SRC's owner and mode, fsync, rename
-// over SRC, fsync the directory. SRC is always one whole version, whenever
-// cocoon dies.
+// takes it), a temp file in that held directory with SRC's group and mode,
+// fsync, rename over SRC's name, fsync the directory. SRC is always one whole
+// version, whenever cocoon dies. Security: only the held directory fd and
+// names in it are used, and the rename replaces whatever is at SRC's name (a
+// link swapped in there is replaced, never followed); the temp file is the
+// caller's, as SRC must be, and never set-id.
 void LoginFiles::save_to_source(Entry& e, const std::string& content)
 {
     const int dir = e.src_dir.get();
@@ -346,11 +401,12 @@ void LoginFiles::save_to_source(Entry& e, const std::string& content)
             warn(e, std::string("can't lock SRC's directory: ") + std::strerror(errno));
             return;
         }
+    // The host's user may have changed SRC's mode or group meanwhile; what
+    // is at SRC's name counts only if it is still a file SRC may be.
     struct stat st;
-    if (::fstatat(dir, e.src_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-        e.src_uid = st.st_uid;
+    if (::fstatat(dir, e.src_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && source_refusal(st).empty()) {
         e.src_gid = st.st_gid;
-        e.src_mode = st.st_mode & 07777;
+        e.src_mode = st.st_mode & 0777;
     }
     static unsigned counter = 0;
     const std::string temp =
@@ -363,15 +419,13 @@ void LoginFiles::save_to_source(Entry& e, const std::string& content)
         anonymous = false;
         fd.reset(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     }
+    if (fd)
+        keep_group(e, fd.get());
     std::string failed;
-    struct stat mine;
     if (!fd)
         failed = "create a temp file";
     else if (!write_all(fd.get(), content))
         failed = "write the temp file";
-    else if (::fstat(fd.get(), &mine) < 0 ||
-             ((mine.st_uid != e.src_uid || mine.st_gid != e.src_gid) && ::fchown(fd.get(), e.src_uid, e.src_gid) < 0))
-        failed = "give the temp file SRC's owner";
     else if (::fchmod(fd.get(), e.src_mode) < 0)
         failed = "give the temp file SRC's mode";
     else if (::fsync(fd.get()) < 0)
@@ -393,6 +447,20 @@ void LoginFiles::save_to_source(Entry& e, const std::string& content)
     ::flock(dir, LOCK_UN);
 }
 
+// Gives the temp file SRC's group. A renewal is not lost for a group the
+// caller is not in (an unprivileged caller's SRC of a group it left): it is
+// saved with the caller's group, and that is said once.
+void LoginFiles::keep_group(Entry& e, int fd)
+{
+    struct stat mine;
+    if (::fstat(fd, &mine) < 0 || mine.st_gid == e.src_gid || ::fchown(fd, static_cast<uid_t>(-1), e.src_gid) == 0 ||
+        e.group_warned)
+        return;
+    warn(e, "can't keep SRC's group " + std::to_string(e.src_gid) + " (" + std::strerror(errno) +
+                "); saved with group " + std::to_string(mine.st_gid) + " and SRC's mode");
+    e.group_warned = true;
+}
+
 // A renewal saved to SRC by someone else (another sandbox) reaches this
 // sandbox if it has not changed its own copy since the last sync.
 void LoginFiles::check_source(Entry& e)
@@ -404,7 +472,7 @@ void LoginFiles::check_source(Entry& e)
         ::openat(e.src_dir.get(), e.src_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     struct stat a, b;
     std::string content;
-    if (!fd || ::fstat(fd.get(), &a) < 0 || !S_ISREG(a.st_mode))
+    if (!fd || ::fstat(fd.get(), &a) < 0 || !source_refusal(a).empty())
         return;
     if (!read_capped(fd.get(), content) || content.size() > kLoginFileMax || ::fstat(fd.get(), &b) < 0 ||
         !same_version(a, b)) {

@@ -35,9 +35,11 @@ struct LoginSeed {
 class LoginFiles {
 public:
     LoginFiles() = default;
-    // Resolves and reads each SRC. Throws UsageError/SysError naming
-    // "--login-file SRC DEST" for a SRC that cannot be used.
-    LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix);
+    // Opens each SRC's directory (no_follow, --no-follow-sources: without
+    // following a link in any component) and reads SRC, which must be a
+    // regular file with one link, owned by the caller, and not a link.
+    // Throws UsageError/SysError naming "--login-file SRC DEST" otherwise.
+    LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix, bool no_follow);
 
     std::vector<LoginSeed> seeds() const;
     // DEST's directory (an O_PATH fd of the sandbox's tmpfs) for file `index`.
@@ -52,11 +54,12 @@ public:
 
 private:
     struct Entry;
-    enum class Read { Ok, Missing, Wait, Unstable, Refused };
+    enum class Read { Ok, Missing, Wait, Busy, Unstable, Refused };
     Read read_dest(Entry& e, bool need_close, std::string& out);
     void check_dest(Entry& e, bool final);
     void check_source(Entry& e);
     void save_to_source(Entry& e, const std::string& content);
+    void keep_group(Entry& e, int fd);
     void replace_dest(Entry& e, const std::string& content);
     void warn(const Entry& e, const std::string& text) const;
     void arm();
@@ -65,14 +68,14 @@ private:
         std::string option;  // "--login-file SRC DEST", for messages
         UniqueFd src_dir;  // SRC's directory on the host (O_RDONLY: flock, fsync)
         std::string src_name;
-        uid_t src_uid = 0;
         gid_t src_gid = 0;
         mode_t src_mode = 0600;
+        bool group_warned = false;  // SRC's group could not be kept: said once
         UniqueFd dest_dir;  // DEST's directory in the sandbox (O_PATH)
         std::string dest_name;
         int src_wd = -1, dest_wd = -1;
         std::string synced;  // the version SRC and DEST last agreed on
-        bool dest_closed = false;  // a writer closed DEST, or a rename made it
+        bool dest_closed = false;  // a close or a rename came after DEST's last change
         bool dest_created = false;  // something new is at DEST (a link, a FIFO, ...)
         bool src_changed = false;
         std::string refused;  // the last refusal said (reason and inode), said once

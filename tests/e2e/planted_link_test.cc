@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <set>
 #include <thread>
 
 #include "tests/e2e/e2e.h"
@@ -149,6 +151,41 @@ TEST(PlantedLink, TmpfsOverTheRootIsRefused)
     expect_refused(r, w,
                    "Can't mount tmpfs on " + w.git() + ": " + w.git() +
                        " leads through a symbolic link to the sandbox's root");
+}
+
+// Every entry under dir, recursively (what a refused start must leave as it was).
+std::set<std::string> tree(const std::string& dir)
+{
+    std::set<std::string> out;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
+        out.insert(entry.path().string());
+    return out;
+}
+
+// Issue 20, item 4: run 1 planted WT/sub -> the caller's home; run 2 binds
+// WT/sub/.ssh onto itself with a fresh home. On the host the source is the
+// real ~/.ssh; in the sandbox the destination leads into the fresh home (or,
+// with the fresh home elsewhere, to a path the sandbox does not have), where
+// it does not exist. Refused before anything is made, wherever the home is.
+TEST(PlantedLink, ALinkInTheMiddleOfASourceIntoAFreshHomeIsRefused)
+{
+    Worktree w;
+    TempDir home;
+    ASSERT_EQ(::mkdir((home / ".ssh").c_str(), 0700), 0);
+    write_file(home / ".ssh/id_ed25519", w.secret + "\n");
+    const std::string sub = w.wt / "sub";
+    ASSERT_EQ(::symlink(home.path().c_str(), sub.c_str()), 0);
+    const auto wt_before = tree(w.wt.path()), home_before = tree(home.path());
+    for (const std::string& fresh : {home.path(), std::string("/home/agent")})
+        for (const auto& mode : modes()) {
+            Result r = in_sandbox(args({mode,
+                                        {"--fresh-home", fresh, "--bind", w.wt.path(), w.wt.path(), "--ro-bind",
+                                         sub + "/.ssh", sub + "/.ssh"}}),
+                                  sh("cat " + sub + "/.ssh/id_ed25519 " + fresh + "/.ssh/id_ed25519 2>&1; true"));
+            expect_refused(r, w, "leads through a symbolic link, and so does " + sub + "/.ssh");
+            EXPECT_EQ(tree(w.wt.path()), wt_before);
+            EXPECT_EQ(tree(home.path()), home_before);
+        }
 }
 
 // The honest case still works: .git a link to a real directory beside it,
