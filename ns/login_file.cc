@@ -381,9 +381,11 @@ void LoginFiles::check_dest(Entry& e, bool final)
         return;
     if (r == Read::Busy)
         return;  // a writer holds DEST open: its close is the next event
+    if (r == Read::Ok && content != e.synced && !save_to_source(e, content, final)) {
+        arm();  // SRC's directory is locked: the version is saved at a later tick
+        return;
+    }
     e.dest_closed = e.dest_created = false;
-    if (r == Read::Ok && content != e.synced)
-        save_to_source(e, content);
 }
 
 // The write-back: under a lock on SRC's directory (every cocoon saving there
@@ -393,14 +395,28 @@ void LoginFiles::check_dest(Entry& e, bool final)
 // names in it are used, and the rename replaces whatever is at SRC's name (a
 // link swapped in there is replaced, never followed); the temp file is the
 // caller's, as SRC must be, and never set-id.
-void LoginFiles::save_to_source(Entry& e, const std::string& content)
+//
+// Returns false, saving nothing, while someone else holds the lock. Security:
+// the lock is never waited for: SRC's directory may be one the sandbox can
+// open (a worktree), and an agent holding a lock on it must not stall the
+// monitor's loop (signals, --kill-after, the relay). Other cocoons hold it
+// for one write-back; at the end (final) it is tried for up to a second.
+bool LoginFiles::save_to_source(Entry& e, const std::string& content, bool final)
 {
     const int dir = e.src_dir.get();
-    while (::flock(dir, LOCK_EX) < 0)
-        if (errno != EINTR) {
-            warn(e, std::string("can't lock SRC's directory: ") + std::strerror(errno));
-            return;
+    for (int tries = 0; ::flock(dir, LOCK_EX | LOCK_NB) < 0; ++tries) {
+        if (errno == EWOULDBLOCK && !final)
+            return false;
+        if (errno == EWOULDBLOCK && tries < 100) {
+            ::usleep(10000);
+            continue;
         }
+        if (errno != EINTR) {
+            warn(e, std::string("can't lock SRC's directory (") + std::strerror(errno) +
+                        "); SRC keeps its last saved version");
+            return true;
+        }
+    }
     // The host's user may have changed SRC's mode or group meanwhile; what
     // is at SRC's name counts only if it is still a file SRC may be.
     struct stat st;
@@ -445,6 +461,7 @@ void LoginFiles::save_to_source(Entry& e, const std::string& content)
         e.synced = content;
     }
     ::flock(dir, LOCK_UN);
+    return true;
 }
 
 // Gives the temp file SRC's group. A renewal is not lost for a group the

@@ -58,7 +58,7 @@ private:
     Read read_dest(Entry& e, bool need_close, std::string& out);
     void check_dest(Entry& e, bool final);
     void check_source(Entry& e);
-    void save_to_source(Entry& e, const std::string& content);
+    bool save_to_source(Entry& e, const std::string& content, bool final);
     void keep_group(Entry& e, int fd);
     void replace_dest(Entry& e, const std::string& content);
     void warn(const Entry& e, const std::string& text) const;

@@ -304,6 +304,28 @@ TEST(LoginFile, ALinkAtSrcIsNeverFollowed)
     host.expect_unchanged();
 }
 
+// SRC's directory is the worktree, which the agent can open: a lock it holds
+// there (flock, as cocoon's write-backs take) must not stall the monitor,
+// which still forwards SIGTERM to the sandbox; the renewal is saved once the
+// agent is gone.
+TEST(LoginFile, AnAgentsLockOnSrcsDirectoryDoesNotStallTheMonitor)
+{
+    TempDir dir, logs;
+    write_file(dir / "cred", "v1", 0600);
+    pid_t pid = start(args({minimal_root(),
+                            {"--unshare-pid", "--forward-signals", "--dev", "/dev", "--bind", dir.path(), "/wt",
+                             "--login-file", dir / "cred", kDest},
+                            sh("flock -x /wt sleep 60 & sleep 0.2; printf renewed > /home/agent/.cred; sleep 60")}),
+                      logs / "out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    EXPECT_EQ(read_file(dir / "cred"), "v1");
+    const auto asked = std::chrono::steady_clock::now();
+    ::kill(pid, SIGTERM);
+    EXPECT_EQ(finish(pid, 5000), 128 + SIGTERM);
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(3)) << read_file(logs / "out");
+    EXPECT_EQ(read_file(dir / "cred"), "renewed") << read_file(logs / "out");
+}
+
 // Issue 20, 1b. Each sandbox renames a new version into DEST and at once
 // rewrites DEST in place with a writer that pauses between the truncation and
 // each of its two writes. A reader on the host reads SRC all the while: it
