@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "base/sys_error.h"
 #include "ns/usage.h"
@@ -92,6 +94,43 @@ bool delegated_to_caller(const std::string& dir)
     return false;
 }
 
+// The child cgroup names directly under dir.
+std::vector<std::string> children(int dir)
+{
+    std::vector<std::string> out;
+    UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
+    if (!d)
+        return out;
+    copy.release();
+    while (const dirent* e = ::readdir(d))
+        if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+            out.emplace_back(e->d_name);
+    ::closedir(d);
+    return out;
+}
+
+// Removes the cgroup `name` under parent and every cgroup the sandbox made
+// below it, depth first. rmdir can race the last exit's bookkeeping: a few
+// short tries each. Returns "" or what could not be removed, and why.
+// Security: the depth is bounded by cgroup.max.descendants, set at make.
+std::string remove_tree(int parent, const std::string& name, const std::string& path)
+{
+    std::string failed;
+    if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)})
+        for (const std::string& child : children(dir.get()))
+            if (std::string why = remove_tree(dir.get(), child, path + "/" + child); failed.empty())
+                failed = why;
+    for (int i = 0; i < 50; ++i) {
+        if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT)
+            return failed;
+        if (errno != EBUSY)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return failed.empty() ? path + ": " + std::strerror(errno) : failed;
+}
+
 // Removes the cgroups of earlier sandboxes whose cocoon was killed: their
 // monitor's pid is gone and they were made over a minute ago (a cgroup just
 // made by a cocoon of another PID namespace is left alone). rmdir refuses
@@ -104,14 +143,17 @@ void remove_stale(int parent)
         return;
     copy.release();
     const time_t now = ::time(nullptr);
+    std::vector<std::string> stale;
     while (dirent* e = ::readdir(dir)) {
         struct stat st {};
         if (!is_stale_cgroup_name(e->d_name) || ::fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISDIR(st.st_mode) || now - st.st_mtime < 60)
             continue;
-        ::unlinkat(parent, e->d_name, AT_REMOVEDIR);
+        stale.emplace_back(e->d_name);
     }
     ::closedir(dir);
+    for (const std::string& name : stale)
+        remove_tree(parent, name, name);
 }
 
 }  // namespace
@@ -161,18 +203,21 @@ bool cgroup_offers(const std::string& dir, const std::string& controller)
 
 bool is_stale_cgroup_name(const std::string& name)
 {
-    if (name.rfind("cocoon-", 0) != 0 || name.size() == 7 || name.size() > 17)
+    // cocoon-PID, or cocoon-PID-N where cocoon-PID was taken.
+    const size_t end = std::min(name.find('-', 7), name.size());
+    if (name.rfind("cocoon-", 0) != 0 || end == 7 || end > 17 || end + 1 == name.size() || name.size() > end + 11)
         return false;
     for (size_t i = 7; i < name.size(); ++i)
-        if (name[i] < '0' || name[i] > '9')
+        if ((name[i] < '0' || name[i] > '9') && i != end)
             return false;
     const long pid = std::strtol(name.c_str() + 7, nullptr, 10);
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
-SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report)
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
 {
     SandboxCgroup cg;
+    cg.m_log_prefix = std::move(log_prefix);
     // The option a failure names: a limit the user asked for, else the parent.
     const std::string what = options.memory_max ? "--memory-max"
                              : options.pids_max ? "--pids-max"
@@ -222,11 +267,13 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report)
     }
 
     remove_stale(cg.m_parent.get());
+    // cocoon-PID; where a cgroup of that name is left (a killed cocoon of the
+    // same pid, or one of another PID namespace: a container's pid 2, alive),
+    // cocoon-PID-N: a leftover never blocks a start, nor is it touched.
     cg.m_name = "cocoon-" + std::to_string(::getpid());
     int made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
-    if (made < 0 && errno == EEXIST) {
-        // Our pid's, left by a killed cocoon of the same pid.
-        ::unlinkat(cg.m_parent.get(), cg.m_name.c_str(), AT_REMOVEDIR);
+    for (int n = 1; made < 0 && errno == EEXIST && n < 100; ++n) {
+        cg.m_name = "cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(n);
         made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
     }
     if (made == 0)
@@ -241,6 +288,10 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report)
     }
     cg.m_path = parent + "/" + cg.m_name;
     // From here on the destructor removes the cgroup if anything fails.
+    // Security: the cgroups the agent may make below its own are bounded
+    // (each is kernel memory, and removal walks them).
+    if (int err = write_at(cg.m_dir.get(), "cgroup.max.descendants", std::to_string(kMaxDescendants)))
+        throw SysError(err, where + ": can't write " + cg.m_path + "/cgroup.max.descendants");
     if (options.memory_max)
         if (int err = write_at(cg.m_dir.get(), "memory.max", std::to_string(*options.memory_max)))
             throw UsageError("--memory-max: can't write " + cg.m_path + "/memory.max: " + std::strerror(err));
@@ -304,11 +355,9 @@ SandboxCgroup::~SandboxCgroup()
         return;
     empty_out();
     m_dir.reset();
-    // rmdir can race the last exit's bookkeeping: a few short tries.
-    for (int i = 0; i < 50; ++i) {
-        if (::unlinkat(m_parent.get(), m_name.c_str(), AT_REMOVEDIR) == 0 || errno != EBUSY)
-            break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (std::string failed = remove_tree(m_parent.get(), m_name, m_path); !failed.empty()) {
+        const std::string line = m_log_prefix + "cocoon: can't remove the sandbox's cgroup " + failed + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
     }
 }
 

@@ -44,8 +44,12 @@ OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgro
 // cgroup.controllers (what its children may be given).
 bool cgroup_offers(const std::string& dir, const std::string& controller);
 
-// "cocoon-PID" for a cgroup left by a cocoon that was killed, whose PID is
-// gone: removed when the next sandbox is made under the same parent.
+// The most cgroups a sandbox may make below its own (cgroup.max.descendants).
+constexpr int kMaxDescendants = 64;
+
+// "cocoon-PID" (or "cocoon-PID-N") for a cgroup left by a cocoon that was
+// killed, whose PID is gone: removed, with what is below it, when the next
+// sandbox is made under the same parent.
 bool is_stale_cgroup_name(const std::string& name);
 
 class SandboxCgroup {
@@ -60,14 +64,16 @@ public:
     // --cgroup-parent and a delegated own cgroup (resource use is sampled
     // then). Throws UsageError naming the option when --cgroup-parent is
     // unusable or a limit cannot be set; nothing is left behind then.
-    static SandboxCgroup make(const CgroupOptions& options, bool report);
+    // log_prefix starts the warning line of a cgroup that could not be removed.
+    static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "");
 
     int fd() const { return m_dir.get(); }
     const std::string& path() const { return m_path; }
 
-    // After PID 1 was reaped: kills whatever is still in the cgroup
-    // (processes a sandbox without a PID namespace left) and waits, a
-    // second at most, until it is empty, so its figures are final.
+    // After PID 1 was reaped: kills whatever is still in the cgroup or the
+    // cgroups below it (processes a sandbox without a PID namespace left)
+    // and waits, a second at most, until it is empty, so its figures are
+    // final.
     void empty_out();
 
     // The cgroup's figures replace the sampled ones it has: CPU from
@@ -84,7 +90,7 @@ public:
 
 private:
     UniqueFd m_parent, m_dir;
-    std::string m_name, m_path;
+    std::string m_name, m_path, m_log_prefix;
     bool m_emptied = false;
 };
 

@@ -662,7 +662,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
     // The sandbox's cgroup, limits set, before the first process exists.
-    SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status));
+    SandboxCgroup cgroup =
+        SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status), plan.log_prefix);
     if (plan.reexec_pid1) {
         ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
         if (!ctx.exe)

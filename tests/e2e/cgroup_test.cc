@@ -167,6 +167,58 @@ TEST_F(Cgroup, StaleCgroupsAreSweptAway)
     EXPECT_EQ(::rmdir(alive.c_str()), 0) << "the cgroup of a live pid was removed";
 }
 
+// The cocoon-* cgroups under dir.
+std::vector<std::string> sandbox_cgroups(const std::string& dir)
+{
+    std::vector<std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+        if (entry.is_directory() && entry.path().filename().string().rfind("cocoon-", 0) == 0)
+            out.push_back(entry.path().filename().string());
+    return out;
+}
+
+// Issue 21, item 3: the agent makes cgroups below its own (through a cgroup2
+// mount in a user and cgroup namespace of its own); they go with the
+// sandbox's, and no more than cgroup.max.descendants can be made.
+TEST_F(Cgroup, TheAgentsCgroupsAreBoundedAndRemovedWithTheSandboxs)
+{
+    Result r =
+        in_sandbox({"--cgroup-parent", m_parent, "--unshare-cgroup", "--unshare-pid", "--proc", "/proc", "--dev",
+                    "/dev", "--tmpfs", "/tmp"},
+                   sh("unshare -UrmC sh -c 'mount -t cgroup2 none /tmp && mkdir -p /tmp/a0/b/c && for i in $(seq "
+                      "80); do mkdir /tmp/a$i 2>/dev/null; done; find /tmp -mindepth 1 -type d | wc -l'"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, std::to_string(ns::kMaxDescendants) + "\n");
+    EXPECT_EQ(r.err, "");
+    EXPECT_TRUE(sandbox_cgroups(m_parent).empty()) << sandbox_cgroups(m_parent)[0] << " is left";
+}
+
+// Issue 21, item 3: a cgroup left at the name a start would use (a killed
+// cocoon of the same pid, or a live one of another PID namespace) neither
+// blocks the start nor is touched. cocoon runs as pid 1 of a new PID
+// namespace, so its name is cocoon-1.
+TEST_F(Cgroup, ALeftoverAtTheSameNameNeverBlocksAStart)
+{
+    const std::string left = m_parent + "/cocoon-1";
+    ASSERT_EQ(::mkdir(left.c_str(), 0755), 0) << std::strerror(errno);
+    ASSERT_EQ(::mkdir((left + "/kept").c_str(), 0755), 0) << std::strerror(errno);
+    std::vector<std::string> unshare = {"/usr/bin/unshare", "--pid", "--fork"};
+    if (!is_root())
+        unshare = {"/usr/bin/unshare", "--user", "--map-current-user", "--pid", "--fork"};
+    Result r = run(args({unshare,
+                         {cocoon_bin()},
+                         minimal_root(),
+                         {"--cgroup-parent", m_parent, "--unshare-pid", "--proc", "/proc"},
+                         {"cat", "/proc/self/cgroup"}}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "/cocoon-1-1\n")) << r.out;
+    struct stat st {};
+    EXPECT_EQ(::stat((left + "/kept").c_str(), &st), 0) << "a cgroup of another was removed";
+    EXPECT_EQ(::rmdir((left + "/kept").c_str()), 0);
+    EXPECT_EQ(::rmdir(left.c_str()), 0);
+    EXPECT_TRUE(sandbox_cgroups(m_parent).empty()) << sandbox_cgroups(m_parent)[0] << " is left";
+}
+
 // --memory-max and --pids-max: enforced where cgroup v2 runs the controller;
 // a one-line refusal naming the option where it does not (this host).
 TEST_F(Cgroup, MemoryMaxWhereTheControllerIs)

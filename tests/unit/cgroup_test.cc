@@ -53,7 +53,9 @@ TEST(StaleCgroupName, OnlyCocoonPidOfAPidThatIsGone)
 {
     EXPECT_TRUE(is_stale_cgroup_name("cocoon-4194305"));  // above the kernel's PID_MAX_LIMIT: never a process
     EXPECT_FALSE(is_stale_cgroup_name("cocoon-" + std::to_string(::getpid())));  // alive
-    for (const char* other : {"cocoon-", "cocoon-12x", "cocoon-e2e-1-2", "cocoonx-5", "other", "cocoon-99999999999"})
+    EXPECT_TRUE(is_stale_cgroup_name("cocoon-4194305-3"));  // the name a start takes when cocoon-PID is left
+    for (const char* other : {"cocoon-", "cocoon-12x", "cocoon-e2e-1-2", "cocoonx-5", "other", "cocoon-99999999999",
+                              "cocoon-4194305-", "cocoon-4194305-x", "cocoon-4194305-1-2", "cocoon--1"})
         EXPECT_FALSE(is_stale_cgroup_name(other)) << other;
 }
 
