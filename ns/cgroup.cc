@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -94,6 +95,13 @@ bool delegated_to_caller(const std::string& dir)
     return false;
 }
 
+// Whether this process may make a cgroup in dir and move processes between
+// it and dir: dir and its cgroup.procs writable.
+bool writable_cgroup(const std::string& dir)
+{
+    return ::access(dir.c_str(), W_OK) == 0 && ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
+}
+
 // The child cgroup names directly under dir.
 std::vector<std::string> children(int dir)
 {
@@ -169,6 +177,12 @@ OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgro
         std::istringstream fields(line);
         std::string id, parent, dev;
         fields >> id >> parent >> dev >> root >> own.mount;
+        // After " - cgroup2 SOURCE ": the superblock's options.
+        std::istringstream super(line.substr(line.find(" - cgroup2 ") + 11));
+        std::string source, options;
+        super >> source >> options;
+        std::replace(options.begin(), options.end(), ',', ' ');
+        own.nsdelegate = has_word(options, "nsdelegate");
     }
     if (own.mount.empty())
         return own;
@@ -192,6 +206,7 @@ OwnCgroup own_cgroup()
     };
     OwnCgroup own = parse_own_cgroup(text("/proc/self/mountinfo"), text("/proc/self/cgroup"));
     own.delegated = !own.dir.empty() && delegated_to_caller(own.dir);
+    own.writable = !own.dir.empty() && writable_cgroup(own.dir);
     return own;
 }
 
@@ -214,7 +229,7 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
-SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, std::string log_prefix)
 {
     SandboxCgroup cg;
     cg.m_log_prefix = std::move(log_prefix);
@@ -226,14 +241,21 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     if (options.parent) {
         parent = *options.parent;
     } else {
-        if (!report && !options.has_limit())
-            return cg;
+        // Security: a sandbox left in the caller's cgroup has it as the root
+        // of every cgroup namespace the agent makes: its cgroup.kill and
+        // cgroup.freeze would reach the caller and everything beside it,
+        // wherever the caller's uid may write them. So wherever the caller
+        // may make a cgroup in its own (its uid may write there: root, or a
+        // delegated cgroup), the sandbox gets one below it, with or without
+        // a report. Where it may not, neither may the agent (same uid), save
+        // for a root caller whose cgroup2 is read-only or missing:
+        // --host-user closes that (SECURITY.md).
         OwnCgroup own = own_cgroup();
-        if (!own.delegated) {
+        if (own.mount.empty() || !own.writable) {
             if (options.has_limit())
                 throw UsageError(what + ": no cgroup v2 to set it in (" +
                                  (own.mount.empty() ? std::string("cgroup2 is not mounted")
-                                                    : "the caller's cgroup " + own.dir + " is not delegated to it") +
+                                                    : "the caller may not write its cgroup " + own.dir) +
                                  "); give --cgroup-parent DIR");
             return cg;  // sampled
         }
@@ -287,6 +309,19 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
         return SandboxCgroup();  // sampled
     }
     cg.m_path = parent + "/" + cg.m_name;
+    // Security: the command and everything it starts live in a leaf below
+    // the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
+    // above, out of their view, so they can neither move nor freeze it, and
+    // the cgroup.procs fd PID 2 moves itself with was opened here (the
+    // kernel checks a cgroup.procs write against its opener).
+    if (::mkdirat(cg.m_dir.get(), kCommandCgroup, 0755) < 0)
+        throw SysError(errno, where + ": can't make " + cg.m_path + "/" + kCommandCgroup);
+    cg.m_command.reset(::openat(cg.m_dir.get(), kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!cg.m_command)
+        throw SysError(errno, where + ": can't open " + cg.m_path + "/" + kCommandCgroup);
+    cg.m_command_procs.reset(::openat(cg.m_command.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!cg.m_command_procs)
+        throw SysError(errno, where + ": can't open " + cg.m_path + "/" + kCommandCgroup + "/cgroup.procs");
     // From here on the destructor removes the cgroup if anything fails.
     // Security: the cgroups the agent may make below its own are bounded
     // (each is kernel memory, and removal walks them).
@@ -299,6 +334,19 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
         if (int err = write_at(cg.m_dir.get(), "pids.max", std::to_string(*options.pids_max)))
             throw UsageError("--pids-max: can't write " + cg.m_path + "/pids.max: " + std::strerror(err));
     return cg;
+}
+
+void move_into_command_cgroup(int procs_fd, bool new_ns)
+{
+    if (procs_fd < 0)
+        return;
+    // "0": the writing process. The kernel checks the write against the
+    // fd's opener (the monitor), not against the sandbox's ids.
+    if (::write(procs_fd, "0", 1) != 1)
+        throw SysError(errno,
+                       std::string("Can't move the command into its cgroup (") + kCommandCgroup + "/cgroup.procs)");
+    if (new_ns)
+        check(::unshare(CLONE_NEWCGROUP), "Can't make the command's cgroup namespace (unshare)");
 }
 
 void SandboxCgroup::empty_out()
@@ -355,6 +403,8 @@ SandboxCgroup::~SandboxCgroup()
         return;
     empty_out();
     m_dir.reset();
+    m_command.reset();
+    m_command_procs.reset();
     if (std::string failed = remove_tree(m_parent.get(), m_name, m_path); !failed.empty()) {
         const std::string line = m_log_prefix + "cocoon: can't remove the sandbox's cgroup " + failed + "\n";
         (void)!::write(STDERR_FILENO, line.data(), line.size());

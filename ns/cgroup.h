@@ -1,7 +1,7 @@
 // The sandbox's own cgroup v2: PARENT/cocoon-PID, where PARENT is
-// --cgroup-parent, else the caller's own cgroup when it was delegated to the
-// caller. The first process is cloned into it (CLONE_INTO_CGROUP), so every
-// process of the sandbox is in it from its first instruction; limits
+// --cgroup-parent, else the caller's own cgroup wherever the caller may make
+// cgroups in it; the command in a leaf below (PARENT/cocoon-PID/command). The first process is cloned into it
+// (CLONE_INTO_CGROUP), so every process of the sandbox is in it from its first instruction; limits
 // (--memory-max, --pids-max) are set before that, and the report reads
 // cpu.stat, memory.peak and pids.peak. See ARCHITECTURE.md, "Resource report".
 #pragma once
@@ -33,6 +33,10 @@ struct OwnCgroup {
     std::string mount;  // e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified
     std::string dir;  // the caller's cgroup as a path under mount
     bool delegated = false;  // user.delegate or trusted.delegate is "1", and it is writable
+    bool writable = false;  // the caller may make cgroups in it and move processes there
+    // Mounted with nsdelegate: the kernel then refuses any move between
+    // cgroups that a writer's cgroup namespace does not both show.
+    bool nsdelegate = false;
 };
 OwnCgroup own_cgroup();
 
@@ -46,11 +50,20 @@ bool cgroup_offers(const std::string& dir, const std::string& controller);
 
 // The most cgroups a sandbox may make below its own (cgroup.max.descendants).
 constexpr int kMaxDescendants = 64;
+// The leaf below the sandbox's cgroup that holds the command (and all it
+// starts) while PID 1 stays in the sandbox's cgroup above it.
+constexpr const char* kCommandCgroup = "command";
 
 // "cocoon-PID" (or "cocoon-PID-N") for a cgroup left by a cocoon that was
 // killed, whose PID is gone: removed, with what is below it, when the next
 // sandbox is made under the same parent.
 bool is_stale_cgroup_name(const std::string& name);
+
+// In PID 2, before it runs the command: moves itself into the command's
+// leaf through procs_fd (SandboxCgroup::command_procs_fd, inherited), then,
+// with new_ns (the sandbox has a cgroup namespace), makes the leaf the root
+// of a cgroup namespace of its own. Nothing without a cgroup (-1).
+void move_into_command_cgroup(int procs_fd, bool new_ns);
 
 class SandboxCgroup {
 public:
@@ -59,15 +72,22 @@ public:
     SandboxCgroup& operator=(SandboxCgroup&&) = default;
     ~SandboxCgroup();
 
-    // The cgroup for a sandbox, or none (fd() < 0): none is wanted when
-    // there are no limits and no report, none is possible without
-    // --cgroup-parent and a delegated own cgroup (resource use is sampled
-    // then). Throws UsageError naming the option when --cgroup-parent is
-    // unusable or a limit cannot be set; nothing is left behind then.
+    // The cgroup for a sandbox, or none (fd() < 0) where the caller may not
+    // make one in its own cgroup and gave no --cgroup-parent (resource use
+    // is sampled then). Throws UsageError naming the option when
+    // --cgroup-parent is unusable or a limit cannot be set; nothing is left
+    // behind then.
     // log_prefix starts the warning line of a cgroup that could not be removed.
-    static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "");
+    static SandboxCgroup make(const CgroupOptions& options, std::string log_prefix = "");
 
+    // The sandbox's cgroup, which the first process is cloned into when it
+    // is PID 1, and the command's leaf below it, which the first process is
+    // cloned into when it is the command; -1 without a cgroup.
     int fd() const { return m_dir.get(); }
+    int command_fd() const { return m_command.get(); }
+    // The leaf's cgroup.procs (O_WRONLY), for PID 2 to move itself into the
+    // leaf before it runs the command: move_into_command_cgroup.
+    int command_procs_fd() const { return m_command_procs.get(); }
     const std::string& path() const { return m_path; }
 
     // After PID 1 was reaped: kills whatever is still in the cgroup or the
@@ -86,10 +106,12 @@ public:
     {
         m_dir.reset();
         m_parent.reset();
+        m_command.reset();
+        (void)m_command_procs.release();  // PID 2's; O_CLOEXEC, and PID 1 closes it after the fork
     }
 
 private:
-    UniqueFd m_parent, m_dir;
+    UniqueFd m_parent, m_dir, m_command, m_command_procs;
     std::string m_name, m_path, m_log_prefix;
     bool m_emptied = false;
 };

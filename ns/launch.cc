@@ -118,6 +118,7 @@ struct LaunchContext {
     CpuPin pin;
     UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
     std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
+    int command_cgroup_procs = -1;  // the command's leaf cgroup.procs, for PID 2 (SandboxCgroup)
 };
 
 constexpr const char* kPid1Mode = "--internal-pid1";
@@ -312,6 +313,7 @@ ExecImage prepare_exec(const LaunchPlan& plan)
                                int sock, CapSet bounding)
 {
     try {
+        move_into_command_cgroup(ctx.command_cgroup_procs, (plan.clone_flags & CLONE_NEWCGROUP) != 0);
         exec_command(plan, ctx, image, proc_dir, CallerFd(), bounding);
     } catch (const std::exception& e) {
         send_message(sock, error_message(e, "13 (exec)"));
@@ -662,26 +664,36 @@ int launch(const LaunchPlan& plan, CallerFds fds)
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
     // The sandbox's cgroup, limits set, before the first process exists.
-    SandboxCgroup cgroup =
-        SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status), plan.log_prefix);
+    SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, plan.log_prefix);
+    // The first process goes into the sandbox's cgroup when it stays as PID 1
+    // (its PID 2 then moves itself into the command's leaf), else straight
+    // into the leaf: it is the command.
+    const int first_cgroup = plan.fork_command ? cgroup.fd() : cgroup.command_fd();
+    if (plan.fork_command)
+        ctx.command_cgroup_procs = cgroup.command_procs_fd();
     if (plan.reexec_pid1) {
         ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
         if (!ctx.exe)
             throw SysError(errno, "Can't open /proc/self/exe");
     }
-    // The first process's view: none of the monitor's own fds.
-    auto in_child = [&] {
+    // The first process's view: none of the monitor's own fds. The joining
+    // helper drops them too, but keeps the cgroup's until it has cloned.
+    auto in_helper = [&] {
         sock.reset();
         parent.reset();
         fds.monitor = {};
         logins = LoginFiles();
+    };
+    auto in_child = [&] {
+        in_helper();
         cgroup.close_in_child();
     };
     sys::Cloned first;
     if (fds.sandbox.userns || fds.sandbox.pidns) {
         // --userns, --pidns: a helper joins them and clones the first process.
         JoinedChild joined =
-            clone_in_joined_namespaces(plan, fds.sandbox, child_sock.get(), cgroup.fd(), in_child, [&] {
+            clone_in_joined_namespaces(plan, fds.sandbox, child_sock.get(), first_cgroup, in_helper, [&] {
+                cgroup.close_in_child();
                 child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
             });
         if (!joined.pidfd || joined.pid <= 0) {
@@ -695,7 +707,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         first = sys::Cloned{joined.pid, std::move(joined.pidfd)};
     } else {
         try {
-            first = sys::clone3(plan.clone_flags, cgroup.fd());
+            first = sys::clone3(plan.clone_flags, first_cgroup);
         } catch (const SysError& e) {
             throw SysError(e.code(), "Creating new namespace failed");
         }

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -103,7 +104,8 @@ TEST_F(Cgroup, TheSandboxRunsInANewCgroupRemovedAtTheEnd)
     const std::string seen = cgroup_seen({});
     const std::string relative = m_parent.substr(m_own.mount.size());
     std::smatch m;
-    ASSERT_TRUE(std::regex_match(seen, m, std::regex(relative + "/(cocoon-[0-9]+)"))) << seen << " under " << relative;
+    ASSERT_TRUE(std::regex_match(seen, m, std::regex(relative + "/(cocoon-[0-9]+)/command")))
+        << seen << " under " << relative;
     struct stat st {};
     EXPECT_NE(::stat((m_parent + "/" + m[1].str()).c_str(), &st), 0) << m[1] << " was left under " << m_parent;
 }
@@ -114,21 +116,24 @@ TEST_F(Cgroup, ItIsTheRootOfTheSandboxsCgroupNamespace)
 }
 
 // Without a PID namespace nothing ends a background process with the
-// command; the cgroup does (cgroup.kill). The control run shows the process
-// outliving a sandbox without a cgroup.
+// command; the cgroup does (cgroup.kill), the one under --cgroup-parent and
+// the one made in the caller's own cgroup alike. The control shows the
+// process outliving a shell that is not in a sandbox.
 TEST_F(Cgroup, WhatTheCommandLeftIsKilled)
 {
     const auto leftover = sh("sleep 60 >/dev/null 2>&1 & echo $!");
-    // (--dev: sh gives a background job /dev/null for its stdin.)
-    Result control = in_sandbox({"--dev", "/dev"}, leftover);
+    Result control = run({"/bin/sh", "-c", leftover[2]});
     ASSERT_EQ(control.code, 0) << control.err;
     const pid_t survivor = static_cast<pid_t>(std::stol(control.out));
-    EXPECT_FALSE(ends(survivor)) << "without a cgroup the background process should outlive the sandbox";
+    EXPECT_FALSE(ends(survivor)) << "the background process should outlive its shell";
     ::kill(survivor, SIGKILL);
 
-    Result r = in_sandbox({"--dev", "/dev", "--cgroup-parent", m_parent}, leftover);
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_TRUE(ends(static_cast<pid_t>(std::stol(r.out)))) << "the background process outlived the sandbox";
+    // (--dev: sh gives a background job /dev/null for its stdin.)
+    for (const auto& where : {std::vector<std::string>{"--cgroup-parent", m_parent}, std::vector<std::string>{}}) {
+        Result r = in_sandbox(args({{"--dev", "/dev"}, where}), leftover);
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_TRUE(ends(static_cast<pid_t>(std::stol(r.out)))) << "the background process outlived the sandbox";
+    }
 }
 
 // CPU comes from the cgroup's cpu.stat, and covers what the command left
@@ -188,7 +193,7 @@ TEST_F(Cgroup, TheAgentsCgroupsAreBoundedAndRemovedWithTheSandboxs)
                    sh("unshare -UrmC sh -c 'mount -t cgroup2 none /tmp && mkdir -p /tmp/a0/b/c && for i in $(seq "
                       "80); do mkdir /tmp/a$i 2>/dev/null; done; find /tmp -mindepth 1 -type d | wc -l'"));
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, std::to_string(ns::kMaxDescendants) + "\n");
+    EXPECT_EQ(r.out, std::to_string(ns::kMaxDescendants - 1) + "\n");  // the command's leaf is one of them
     EXPECT_EQ(r.err, "");
     EXPECT_TRUE(sandbox_cgroups(m_parent).empty()) << sandbox_cgroups(m_parent)[0] << " is left";
 }
@@ -211,12 +216,169 @@ TEST_F(Cgroup, ALeftoverAtTheSameNameNeverBlocksAStart)
                          {"--cgroup-parent", m_parent, "--unshare-pid", "--proc", "/proc"},
                          {"cat", "/proc/self/cgroup"}}));
     EXPECT_EQ(r.code, 0) << r.err;
-    EXPECT_TRUE(contains(r.out, "/cocoon-1-1\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "/cocoon-1-1/command\n")) << r.out;
     struct stat st {};
     EXPECT_EQ(::stat((left + "/kept").c_str(), &st), 0) << "a cgroup of another was removed";
     EXPECT_EQ(::rmdir((left + "/kept").c_str()), 0);
     EXPECT_EQ(::rmdir(left.c_str()), 0);
     EXPECT_TRUE(sandbox_cgroups(m_parent).empty()) << sandbox_cgroups(m_parent)[0] << " is left";
+}
+
+// A scratch cgroup of the caller's (below the fixture's parent), with a
+// victim process in it: what an orchestrator's cgroup holds beside cocoon.
+struct Scratch {
+    std::string dir;
+    pid_t victim = -1;
+
+    explicit Scratch(const std::string& parent)
+    {
+        static std::atomic<int> serial;
+        dir = parent + "/scratch-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+        EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);
+        victim = ::fork();
+        if (victim == 0) {
+            int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY);
+            if (fd < 0 || ::write(fd, "0", 1) != 1)
+                ::_exit(1);
+            ::execl("/bin/sleep", "sleep", "60", nullptr);
+            ::_exit(1);
+        }
+    }
+    ~Scratch()
+    {
+        sys_write(dir + "/cgroup.kill", "1");
+        sys_write(dir + "/cgroup.freeze", "0");
+        ::kill(victim, SIGKILL);
+        ::waitpid(victim, nullptr, 0);
+        for (int i = 0; i < 100 && ::rmdir(dir.c_str()) < 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    static void sys_write(const std::string& path, const std::string& value)
+    {
+        int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)!::write(fd, value.data(), value.size());
+            ::close(fd);
+        }
+    }
+    bool victim_alive() const { return ::kill(victim, 0) == 0 && !ends(victim); }
+    bool frozen() const { return contains(read_file(dir + "/cgroup.events"), "frozen 1"); }
+    // Runs argv inside the scratch cgroup, as the orchestrator runs cocoon.
+    std::vector<std::string> in_it(const std::vector<std::string>& argv) const
+    {
+        std::vector<std::string> out = {"/bin/sh", "-c", "echo $$ > " + dir + "/cgroup.procs && exec \"$@\"", "sh"};
+        out.insert(out.end(), argv.begin(), argv.end());
+        return out;
+    }
+};
+
+// The attack of issue 21, item 1: a cgroup2 mount in a user and cgroup
+// namespace of the agent's own, then a write to the root of what it shows.
+std::string nested_cgroup(const std::string& script)
+{
+    return "unshare -UrmC sh -c 'mount -t cgroup2 none /tmp && " + script + "'";
+}
+
+const std::vector<std::string> kAttackLayout = {"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
+
+// Control: from a process in the scratch cgroup itself (no sandbox), the
+// same nested mount reaches the scratch cgroup and kills the victim. So the
+// probes below would see a way out if there were one.
+TEST_F(Cgroup, ControlTheNestedMountReachesTheCgroupItStartsIn)
+{
+    Scratch scratch(m_parent);
+    ASSERT_TRUE(scratch.victim_alive());
+    TempDir mnt;
+    Result r =
+        run(scratch.in_it({"/usr/bin/unshare", "-UrmC", "sh", "-c",
+                           "mount -t cgroup2 none " + mnt.path() + " && echo 1 > " + mnt.path() + "/cgroup.kill"}));
+    EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+    EXPECT_TRUE(ends(scratch.victim)) << "the control's cgroup.kill did not reach the victim";
+}
+
+// Issue 21, item 1: the agent's cgroup.kill and cgroup.freeze, from a nested
+// namespace, reach only the sandbox, with and without --cgroup-parent
+// (without it the sandbox's cgroup is made in the caller's own, here the
+// scratch cgroup cocoon runs in).
+TEST_F(Cgroup, TheAgentCannotKillOrFreezeWhatIsBesideTheSandbox)
+{
+    for (const auto& where : {std::vector<std::string>{}, std::vector<std::string>{"--cgroup-parent", m_parent}}) {
+        Scratch scratch(m_parent);
+        Result r = run(scratch.in_it(args({{cocoon_bin()},
+                                           minimal_root(),
+                                           kAttackLayout,
+                                           where,
+                                           sh(nested_cgroup("echo 1 > /tmp/cgroup.kill") + "; echo not-killed")})));
+        // The root of the agent's view is the command's own cgroup: it killed itself.
+        EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+        EXPECT_EQ(r.out, "") << r.err;
+        EXPECT_TRUE(scratch.victim_alive()) << "the agent's cgroup.kill reached the caller's cgroup";
+
+        // Freezing the root of its view freezes the agent itself, nothing more;
+        // a stop (SIGTERM, --kill-after) still ends the sandbox.
+        TempDir logs;
+        const std::string out = logs / "out";
+        std::vector<std::string> argv =
+            scratch.in_it(args({{cocoon_bin()},
+                                minimal_root(),
+                                kAttackLayout,
+                                where,
+                                {"--forward-signals", "--kill-after", "1"},
+                                sh(nested_cgroup("echo 1 > /tmp/cgroup.freeze") + "; echo not-frozen")}));
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            ::dup2(fd, 1);
+            ::dup2(fd, 2);
+            std::vector<char*> cargv;
+            for (std::string& a : argv)
+                cargv.push_back(a.data());
+            cargv.push_back(nullptr);
+            ::execv(cargv[0], cargv.data());
+            ::_exit(127);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        EXPECT_FALSE(scratch.frozen()) << "the agent froze the caller's cgroup";
+        EXPECT_TRUE(scratch.victim_alive());
+        ::kill(pid, SIGTERM);
+        int status = 0;
+        for (int i = 0; i < 500 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (::waitpid(pid, &status, WNOHANG) == 0) {
+            ADD_FAILURE() << "cocoon did not end within 5 s of SIGTERM with --kill-after 1";
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+        }
+        EXPECT_FALSE(contains(read_file(out), "not-frozen")) << read_file(out);
+    }
+}
+
+// Issue 21, item 2: the agent cannot move PID 1 into a cgroup it made (PID 1
+// is above the root of its cgroup namespace) nor freeze it; the command's
+// exit code is what cocoon reports.
+TEST_F(Cgroup, PidOneIsOutOfTheAgentsReach)
+{
+    // With nsdelegate the kernel refuses to move a process the mover's cgroup
+    // namespace does not show. Without it (this host's cgroup2), only the
+    // ownership of the sandbox's cgroup.procs stops the move, and an agent
+    // owns its caller's files in a user namespace of its own: --host-user
+    // (root) gives the sandbox a uid that does not own them.
+    std::vector<std::string> as;
+    if (!m_own.nsdelegate) {
+        if (!is_root())
+            GTEST_SKIP() << "cgroup2 here is mounted without nsdelegate, where the kernel lets an unprivileged "
+                            "caller's agent move PID 1 (SECURITY.md, 'cgroups'); the root pass tests --host-user";
+        as = {"--host-user", "cocoon-test", "--uid", "0", "--gid", "0"};
+    }
+    Result r = in_sandbox(args({{"--cgroup-parent", m_parent}, as, kAttackLayout}),
+                          sh(nested_cgroup("mkdir /tmp/x && echo 1 > /tmp/x/cgroup.procs; echo 1 > "
+                                           "/tmp/x/cgroup.freeze; cat /tmp/x/cgroup.procs") +
+                             "; exit 7"));
+    EXPECT_EQ(r.code, 7) << r.err;
+    EXPECT_EQ(r.out, "") << "PID 1 was moved into the agent's cgroup";
+    EXPECT_TRUE(contains(r.err, "cgroup.procs: No such file or directory") ||
+                contains(r.err, "cgroup.procs: No such process"))
+        << r.err;
 }
 
 // --memory-max and --pids-max: enforced where cgroup v2 runs the controller;
@@ -263,7 +425,7 @@ TEST_F(Cgroup, Refusals)
     expect_refused(in_sandbox({"--memory-max", "99999999T"}, {"true"}), {"--memory-max", "99999999T"});
     expect_refused(in_sandbox({"--pids-max", "0"}, {"true"}), {"--pids-max takes a positive number"});
     expect_refused(in_sandbox({"--pids-max", "-3"}, {"true"}), {"--pids-max", "-3"});
-    if (!m_own.delegated) {
+    if (!m_own.writable) {
         expect_refused(in_sandbox({"--memory-max", "1G"}, {"true"}),
                        {"--memory-max: no cgroup v2 to set it in", "give --cgroup-parent DIR"});
     }
