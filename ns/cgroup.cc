@@ -200,9 +200,15 @@ OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgro
 
 OwnCgroup own_cgroup()
 {
+    // Start-up speed: plain reads (a start runs this; a stream costs its
+    // locale and buffers).
     auto text = [](const char* path) {
-        std::ifstream in(path);
-        return std::string(std::istreambuf_iterator<char>(in), {});
+        std::string out;
+        UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+        char buf[16384];
+        for (ssize_t n; fd && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
+            out.append(buf, static_cast<size_t>(n));
+        return out;
     };
     OwnCgroup own = parse_own_cgroup(text("/proc/self/mountinfo"), text("/proc/self/cgroup"));
     own.delegated = !own.dir.empty() && delegated_to_caller(own.dir);
@@ -229,10 +235,14 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
-SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, std::string log_prefix)
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
 {
     SandboxCgroup cg;
     cg.m_log_prefix = std::move(log_prefix);
+    // Only a cgroup asked for (a parent, a limit, a report) ends what a
+    // sandbox without a PID namespace leaves running; unasked, the sandbox
+    // keeps bwrap's rule (a background process outlives it).
+    cg.m_kill_leftovers = options.parent || options.has_limit() || report;
     // The option a failure names: a limit the user asked for, else the parent.
     const std::string what = options.memory_max ? "--memory-max"
                              : options.pids_max ? "--pids-max"
@@ -362,6 +372,10 @@ void SandboxCgroup::empty_out()
     };
     if (!populated())
         return;
+    if (!m_kill_leftovers) {
+        m_left_running = true;  // removed, once empty, by a later start's sweep
+        return;
+    }
     // cgroup.kill (Linux 5.14) SIGKILLs every process in the cgroup at once,
     // new forks included; before it, each listed process is killed in turn.
     const bool kill_file = write_at(m_dir.get(), "cgroup.kill", "1") == 0;
@@ -405,6 +419,8 @@ SandboxCgroup::~SandboxCgroup()
     m_dir.reset();
     m_command.reset();
     m_command_procs.reset();
+    if (m_left_running)
+        return;
     if (std::string failed = remove_tree(m_parent.get(), m_name, m_path); !failed.empty()) {
         const std::string line = m_log_prefix + "cocoon: can't remove the sandbox's cgroup " + failed + "\n";
         (void)!::write(STDERR_FILENO, line.data(), line.size());

@@ -78,7 +78,8 @@ public:
     // --cgroup-parent is unusable or a limit cannot be set; nothing is left
     // behind then.
     // log_prefix starts the warning line of a cgroup that could not be removed.
-    static SandboxCgroup make(const CgroupOptions& options, std::string log_prefix = "");
+    // report: a --json-status-fd report was asked for.
+    static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "");
 
     // The sandbox's cgroup, which the first process is cloned into when it
     // is PID 1, and the command's leaf below it, which the first process is
@@ -93,7 +94,7 @@ public:
     // After PID 1 was reaped: kills whatever is still in the cgroup or the
     // cgroups below it (processes a sandbox without a PID namespace left)
     // and waits, a second at most, until it is empty, so its figures are
-    // final.
+    // final. A cgroup nobody asked for is left to what runs in it.
     void empty_out();
 
     // The cgroup's figures replace the sampled ones it has: CPU from
@@ -114,6 +115,8 @@ private:
     UniqueFd m_parent, m_dir, m_command, m_command_procs;
     std::string m_name, m_path, m_log_prefix;
     bool m_emptied = false;
+    bool m_kill_leftovers = false;  // asked for: --cgroup-parent, a limit, a report
+    bool m_left_running = false;  // processes outlived the sandbox in it: not removed
 };
 
 }  // namespace cocoon::ns
