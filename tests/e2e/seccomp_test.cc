@@ -84,8 +84,14 @@ TEST_F(DefaultPolicy, RefusedCallsFailWithEperm)
                              "io_uring_setup", "kexec_load", "init_module", "acct", "swapoff", "open_by_handle_at",
                              "syslog", "vsock", "personality_bsd", "personality_read_implies_exec"})
         EXPECT_EQ(got[name], "EPERM") << name << "\n" << r.out;
-    // What stays: the Linux persona, its query, and ADDR_NO_RANDOMIZE (gdb).
-    for (const char* name : {"personality_query", "personality_no_randomize", "personality_linux"})
+    // The same with bit 32 set in the compared argument: the kernel reads an int's low 32 bits, so
+    // the filter does (socket((1UL << 32) | AF_VSOCK) is a vsock socket).
+    for (const char* name :
+         {"vsock_high_bits", "tiocsti_high_bits", "personality_bsd_high_bits", "fchmod_suid_high_bits"})
+        EXPECT_EQ(got[name], "EPERM") << name << "\n" << r.out;
+    // What stays: the Linux persona, its query, and ADDR_NO_RANDOMIZE (gdb); a plain fchmod.
+    for (const char* name : {"personality_query", "personality_no_randomize", "personality_linux",
+                             "personality_linux_high_bits", "fchmod_plain_high_bits"})
         EXPECT_EQ(got[name], "ok") << name << "\n" << r.out;
 }
 
@@ -97,8 +103,12 @@ TEST_F(DefaultPolicy, WithoutThePolicyTheKernelAllowsThem)
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     auto got = results(r.out);
     EXPECT_EQ(got["keyctl_i386"], keyctl_i386_should_be("ok")) << r.out;
-    for (const char* name : {"keyctl", "add_key", "personality_bsd", "personality_read_implies_exec"})
+    for (const char* name : {"keyctl", "add_key", "personality_bsd", "personality_read_implies_exec",
+                             "personality_bsd_high_bits", "fchmod_suid_high_bits"})
         EXPECT_EQ(got[name], "ok") << name << "\n" << r.out;
+    // The kernel itself: ENOTTY for /dev/null; vsock made, or refused for want of the module.
+    EXPECT_EQ(got["tiocsti_high_bits"], "ENOTTY") << r.out;
+    EXPECT_NE(got["vsock_high_bits"], "EPERM") << r.out;
     // These fail for another reason without the policy (no capability, bad arguments), never
     // with the policy's EPERM where the kernel answers otherwise.
     EXPECT_NE(got["io_uring_setup"], "EPERM") << r.out;

@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -135,6 +136,27 @@ int calls()
     report("personality_read_implies_exec", syscall(SYS_personality, 0x0400000UL));
     report("personality_no_randomize", syscall(SYS_personality, 0x0040000UL));
     report("personality_linux", syscall(SYS_personality, 0UL));
+    // The same with bits above the low 32 set, which the kernel ignores for these int arguments
+    // (the filter must too). TIOCSTI on /dev/null: refused by the policy before the kernel looks
+    // at the fd, ENOTTY without it (never a real terminal's queue). fchmod on a memfd: a regular
+    // file of the command's own.
+    constexpr unsigned long kHigh = 1UL << 32;
+    int vs = static_cast<int>(syscall(SYS_socket, kHigh | AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    report("vsock_high_bits", vs);
+    if (vs >= 0)
+        ::close(vs);
+    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    char c = '#';
+    report("tiocsti_high_bits", null >= 0 ? syscall(SYS_ioctl, null, kHigh | TIOCSTI, &c) : -1);
+    if (null >= 0)
+        ::close(null);
+    report("personality_bsd_high_bits", syscall(SYS_personality, kHigh | 0x0006UL));
+    report("personality_linux_high_bits", syscall(SYS_personality, kHigh | 0UL));
+    int mfd = static_cast<int>(syscall(SYS_memfd_create, "cocoon-probe", MFD_CLOEXEC));
+    report("fchmod_suid_high_bits", mfd >= 0 ? syscall(SYS_fchmod, mfd, kHigh | 04755) : -1);
+    report("fchmod_plain_high_bits", mfd >= 0 ? syscall(SYS_fchmod, mfd, kHigh | 0700) : -1);
+    if (mfd >= 0)
+        ::close(mfd);
     return 0;
 }
 
