@@ -61,6 +61,23 @@ bool splice_personality(std::vector<sock_filter>& program)
     return found;
 }
 
+// Calls libseccomp does not know (Rule::number), refused whole, ahead of its program: two
+// instructions per number for every call. Their numbers are the same on x86_64 and i386; an x32
+// call's number has bit 30 set, so it cannot match, and any other architecture's call is refused
+// with ENOSYS by the program anyway.
+std::vector<sock_filter> numbered_prefix(const std::vector<const Rule*>& numbered)
+{
+    std::vector<sock_filter> p;
+    if (numbered.empty())
+        return p;
+    p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0));  // seccomp_data.nr
+    for (const Rule* rule : numbered) {
+        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(rule->number), 0, 1));
+        p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | static_cast<uint32_t>(rule->error)));
+    }
+    return p;
+}
+
 struct CtxDeleter {
     void operator()(void* ctx) const { seccomp_release(ctx); }
 };
@@ -97,12 +114,19 @@ int main()
                                   SCMP_SYS(personality), 0);
         rc < 0)
         return fail("seccomp_rule_add(personality)", rc);
+    std::vector<const Rule*> numbered;
     const std::vector<Rule> rules = cocoon::ns::seccomp::default_rules();
     for (const Rule& rule : rules) {
         const int nr = seccomp_syscall_resolve_name(rule.syscall);
+        if (nr == __NR_SCMP_ERROR && rule.number >= 0) {
+            if (!rule.args.empty())
+                return fail(std::string("a numbered rule compares arguments (") + rule.syscall + ")", -EINVAL);
+            numbered.push_back(&rule);
+            continue;
+        }
         // A name libseccomp does not know would leave the call open: stop the build instead.
         if (nr == __NR_SCMP_ERROR)
-            return fail(std::string("libseccomp does not know ") + rule.syscall, -ENOSYS);
+            return fail(std::string("libseccomp does not know ") + rule.syscall + " (give its number)", -ENOSYS);
         // Security: every comparison is on the argument's low 32 bits, the part the kernel reads
         // of an int (see ArgMatch).
         std::vector<scmp_arg_cmp> cmps;
@@ -119,7 +143,7 @@ int main()
     if (int rc = seccomp_export_bpf(ctx.get(), fds[1]); rc < 0)
         return fail("seccomp_export_bpf", rc);
     ::close(fds[1]);
-    std::vector<sock_filter> program;
+    std::vector<sock_filter> program = numbered_prefix(numbered);
     sock_filter insn;
     for (;;) {
         ssize_t n = ::read(fds[0], &insn, sizeof insn);

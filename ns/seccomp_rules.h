@@ -33,9 +33,17 @@ struct Rule {
     const char* syscall;  // libseccomp's name
     int error = EPERM;  // the errno the call fails with
     std::vector<ArgMatch> args{};  // all must match; empty: every call
+    // Calls newer than the libseccomp cocoon builds with (2.5): their number, the same on x86_64
+    // and i386 (calls from 403 on have one number on every architecture). -1: resolved by name.
+    int number = -1;
 };
 
 constexpr uint32_t kAll = 0xffffffff;
+
+// struct vfs_cap_data's sizes (linux/capability.h), the only value sizes the kernel takes for a
+// security.capability attribute: revision 2 (XATTR_CAPS_SZ_2) and 3, with a root uid
+// (XATTR_CAPS_SZ_3). setxattr refuses any other size for that name with EINVAL.
+constexpr uint32_t kCapsSizeV2 = 20, kCapsSizeV3 = 24;
 
 inline std::vector<Rule> default_rules()
 {
@@ -100,6 +108,24 @@ inline std::vector<Rule> default_rules()
             out.push_back({"openat", EPERM, {{2, create, create}, {3, bit, bit}}});
         }
     }
+    // openat2 carries its flags and mode in a struct open_how in memory, which no filter can read,
+    // so openat2(O_CREAT, 04755) would make a setuid file. It fails with ENOSYS, what a kernel
+    // before 5.6 answers: programs (glibc, systemd, cocoon itself) then fall back to openat, which
+    // the rules above see.
+    out.push_back({"openat2", ENOSYS});
+    // File capabilities: a command holding CAP_SETFCAP in a user namespace whose root is the host's
+    // uid 0 (a root caller's sandbox, unless --cap-drop takes it) writes a security.capability
+    // attribute with root uid 0, which the host honours: the file grants its capabilities to any
+    // host user who runs it. A filter cannot read the attribute's name, but the kernel takes only
+    // two value sizes for it: those sizes are refused for every name (a user.* attribute of exactly
+    // 20 or 24 bytes too). The size is a size_t; its low 32 bits are compared, so a size with high
+    // bits set is refused as well (the kernel would refuse it anyway: E2BIG).
+    for (const char* name : {"setxattr", "lsetxattr", "fsetxattr"})
+        for (uint32_t size : {kCapsSizeV2, kCapsSizeV3})
+            out.push_back({name, EPERM, {{3, kAll, size}}});
+    // setxattrat (Linux 6.13) carries its value and size in a struct xattr_args in memory: ENOSYS,
+    // as on an older kernel, so programs fall back to the calls above.
+    out.push_back({"setxattrat", ENOSYS, {}, 463});
     // personality: see kPersonalityAllowed.
     return out;
 }

@@ -155,6 +155,8 @@ constexpr Abi kAbis[] = {{AUDIT_ARCH_X86_64, SCMP_ARCH_X86_64, "x86_64"}, {AUDIT
 // a negative "multiplexed" number; the direct call (Linux 4.3) is 359.
 int number(const Rule& rule, const Abi& abi)
 {
+    if (rule.number >= 0)
+        return rule.number;
     int nr = seccomp_syscall_resolve_name_arch(abi.scmp_arch, rule.syscall);
     if (abi.audit_arch == AUDIT_ARCH_I386 && std::string(rule.syscall) == "socket")
         return 359;
@@ -244,6 +246,7 @@ TEST(SeccompPolicy, HighBitsDoNotPassTheNamedRules)
     EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_ioctl, {0, TIOCSTI | bit32, 0, 0, 0, 0}), error(EPERM));
     EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_fchmod, {3, bit32 | 04755, 0, 0, 0, 0}), error(EPERM));
     EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_fchmod, {3, bit32 | 0755, 0, 0, 0, 0}), kAllow);
+    EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_openat2, {0, 0, 0, 0, 0, 0}), error(ENOSYS));
 }
 
 // personality: the allowed values pass with any high half; others are refused with any.
