@@ -156,7 +156,8 @@ Result setid_attempts(const std::string& dir, const std::vector<std::string>& op
 std::string setid_or_capable_files(const std::string& dir)
 {
     std::string found;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             dir, std::filesystem::directory_options::skip_permission_denied)) {
         struct stat st {};
         if (::lstat(entry.path().c_str(), &st) != 0)
             continue;
