@@ -1,7 +1,7 @@
 // The build-time program that compiles the default seccomp policy's rules (ns/seccomp_rules.h)
 // with libseccomp into the BPF that cocoon loads (ns/seccomp_policy.cc includes its output). Runs
 // on the build machine only.
-// Start-up speed: compiling ~80 rules for three ABIs with libseccomp costs a few hundred
+// Start-up speed: compiling ~60 rules for two ABIs with libseccomp costs a few hundred
 // microseconds; done at build time, a sandbox only hands the kernel a finished program.
 //
 // usage: cocoon_seccomp_gen > seccomp_default.inc
