@@ -1,20 +1,11 @@
-// The default seccomp policy's rules, and the build-time program that compiles them with
-// libseccomp into the BPF that cocoon loads (ns/seccomp_policy.cc includes its output).
-// Start-up speed: compiling ~60 rules for three ABIs with libseccomp costs a few hundred
+// The build-time program that compiles the default seccomp policy's rules (ns/seccomp_rules.h)
+// with libseccomp into the BPF that cocoon loads (ns/seccomp_policy.cc includes its output). Runs
+// on the build machine only.
+// Start-up speed: compiling ~60 rules for two ABIs with libseccomp costs a few hundred
 // microseconds; done at build time, a sandbox only hands the kernel a finished program.
 //
-// Each rule refuses with EPERM (the caller sees an ordinary "Operation not permitted", as without
-// the privilege, and programs that probe for a feature fall back). SECURITY.md ("Default seccomp
-// policy") has the table of these rules with their reasons and tests; keep the two in step.
-//
 // usage: cocoon_seccomp_gen > seccomp_default.inc
-#include <linux/personality.h>
 #include <seccomp.h>
-#include <sys/ioctl.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,106 +19,28 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include "ns/seccomp_rules.h"
+
 namespace {
 
-struct Rule {
-    const char* syscall;
-    std::vector<scmp_arg_cmp> args;  // empty: every call
-};
+using cocoon::ns::seccomp::kPersonalityAllowed;
+using cocoon::ns::seccomp::Rule;
 
-std::vector<Rule> rules()
-{
-    std::vector<Rule> out;
-    // Whole system calls no agent needs, each a kernel interface that has been a way out or a
-    // way to reach the host: keyrings (the caller's keys, the uid's key quota), kernel modules and
-    // kexec, BPF programs, perf events, userfaultfd (a race primitive in many exploits), io_uring
-    // (a large attack surface, disabled by many distributions), process accounting, swap, reboot,
-    // file handles (open_by_handle_at opens any inode of a mount, the "shocker" escape), the
-    // kernel log, and obsolete calls.
-    for (const char* name : {"keyctl",
-                             "add_key",
-                             "request_key",
-                             "init_module",
-                             "finit_module",
-                             "delete_module",
-                             "kexec_load",
-                             "kexec_file_load",
-                             "bpf",
-                             "perf_event_open",
-                             "userfaultfd",
-                             "io_uring_setup",
-                             "io_uring_enter",
-                             "io_uring_register",
-                             "acct",
-                             "swapon",
-                             "swapoff",
-                             "reboot",
-                             "open_by_handle_at",
-                             "syslog",
-                             "lookup_dcookie",
-                             "uselib",
-                             "vm86",
-                             "vm86old",
-                             "nfsservctl",
-                             "quotactl",
-                             "quotactl_fd"})
-        out.push_back({name, {}});
-    // Terminal input injection (CVE-2017-5226): TIOCSTI pushes bytes into a terminal's input queue,
-    // TIOCLINUX (subcode 2 and others) reads or selects console text. The kernel compares only the
-    // low 32 bits of an ioctl's request, so the filter must too (CVE-2019-7303): a request with
-    // high bits set is still TIOCSTI.
-    for (unsigned long request : {TIOCSTI, TIOCLINUX})
-        out.push_back({"ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, request)}});
-    // AF_VSOCK reaches the hypervisor and other guests' services, outside any network namespace.
-    out.push_back({"socket", {SCMP_A0(SCMP_CMP_EQ, AF_VSOCK)}});
-    // Setuid and setgid files: a command that runs as the caller's uid can make a file it owns
-    // setuid with chmod, no capability needed; for a root caller (even with --cap-drop ALL) that
-    // file is setuid-root on the host, for any user who runs it from a read-write bind. No agent
-    // needs to make one. The mode argument is compared on its S_ISUID and S_ISGID bits; creating
-    // calls only with O_CREAT or O_TMPFILE. (openat2 carries its mode in memory, out of a
-    // filter's reach: see SECURITY.md.)
-    constexpr unsigned long kSetId = S_ISUID | S_ISGID;
-    for (unsigned long bit : {static_cast<unsigned long>(S_ISUID), static_cast<unsigned long>(S_ISGID)}) {
-        out.push_back({"chmod", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        out.push_back({"fchmod", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        out.push_back({"fchmodat", {SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        out.push_back({"fchmodat2", {SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        out.push_back({"creat", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        out.push_back({"mknod", {SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        out.push_back({"mknodat", {SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        for (unsigned long create : {static_cast<unsigned long>(O_CREAT), static_cast<unsigned long>(__O_TMPFILE)}) {
-            out.push_back(
-                {"open", {SCMP_A1(SCMP_CMP_MASKED_EQ, create, create), SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)}});
-            out.push_back(
-                {"openat", {SCMP_A2(SCMP_CMP_MASKED_EQ, create, create), SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit)}});
-        }
-    }
-    (void)kSetId;
-    // personality: see personality_block below (an allowlist of values, which libseccomp's one
-    // comparison per argument cannot express).
-    return out;
-}
-
-// personality(2) keeps the Linux persona: 0, PER_LINUX32 (8, for 32-bit builds), either with
-// ADDR_NO_RANDOMIZE (which gdb and setarch -R set; it weakens only the sandbox's own processes),
-// and the 0xffffffff query. Everything else is refused: other operating systems' personas, and the
-// flags that weaken memory protection for every later exec (READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, the
-// old address layouts). libseccomp allows one comparison per argument in a rule, which cannot say
-// "one of these values", so the rule it compiles for personality returns a marker, and every
-// return of the marker becomes a jump to this hand-written block, appended to its program: one
-// filter, not two (each filter the kernel loads costs start-up time). The first argument's low 32
-// bits are at offset 16 on x86_64 and i386 alike (the kernel compares the value as an unsigned int).
+// personality (kPersonalityAllowed): libseccomp allows one comparison per argument in a rule, which
+// cannot say "one of these values", so the rule it compiles for personality returns a marker, and
+// every return of the marker becomes a jump to this hand-written block, appended to its program:
+// one filter, not two (each filter the kernel loads costs start-up time). The first argument's low
+// 32 bits are at offset 16 on x86_64 and i386 alike (the kernel reads the value as an unsigned int).
 constexpr uint32_t kPersonalityMarker =
     SECCOMP_RET_ERRNO | 0xffe;  // an errno no rule uses (libseccomp takes up to 4094)
 
 std::vector<sock_filter> personality_block()
 {
-    constexpr uint32_t kRandom = ADDR_NO_RANDOMIZE, kLinux32 = PER_LINUX32;
-    constexpr uint32_t kAllowed[] = {0, kLinux32, kRandom, kRandom | kLinux32, 0xffffffff};
     std::vector<sock_filter> p;
     p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16));  // args[0], low 32 bits
-    for (size_t i = 0; i < std::size(kAllowed); ++i)
-        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAllowed[i], static_cast<uint8_t>(std::size(kAllowed) - i), 0));
+    for (size_t i = 0; i < std::size(kPersonalityAllowed); ++i)
+        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kPersonalityAllowed[i],
+                             static_cast<uint8_t>(std::size(kPersonalityAllowed) - i), 0));
     p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
     p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
     return p;
@@ -146,6 +59,23 @@ bool splice_personality(std::vector<sock_filter>& program)
     for (const sock_filter& insn : personality_block())
         program.push_back(insn);
     return found;
+}
+
+// Calls libseccomp does not know (Rule::number), refused whole, ahead of its program: two
+// instructions per number for every call. Their numbers are the same on x86_64 and i386; an x32
+// call's number has bit 30 set, so it cannot match, and any other architecture's call is refused
+// with ENOSYS by the program anyway.
+std::vector<sock_filter> numbered_prefix(const std::vector<const Rule*>& numbered)
+{
+    std::vector<sock_filter> p;
+    if (numbered.empty())
+        return p;
+    p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0));  // seccomp_data.nr
+    for (const Rule* rule : numbered) {
+        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(rule->number), 0, 1));
+        p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | static_cast<uint32_t>(rule->error)));
+    }
+    return p;
 }
 
 struct CtxDeleter {
@@ -184,14 +114,26 @@ int main()
                                   SCMP_SYS(personality), 0);
         rc < 0)
         return fail("seccomp_rule_add(personality)", rc);
-    for (const Rule& rule : rules()) {
+    std::vector<const Rule*> numbered;
+    const std::vector<Rule> rules = cocoon::ns::seccomp::default_rules();
+    for (const Rule& rule : rules) {
         const int nr = seccomp_syscall_resolve_name(rule.syscall);
+        if (nr == __NR_SCMP_ERROR && rule.number >= 0) {
+            if (!rule.args.empty())
+                return fail(std::string("a numbered rule compares arguments (") + rule.syscall + ")", -EINVAL);
+            numbered.push_back(&rule);
+            continue;
+        }
+        // A name libseccomp does not know would leave the call open: stop the build instead.
         if (nr == __NR_SCMP_ERROR)
-            continue;  // not a system call on any of these ABIs
-        const int rc = seccomp_rule_add_array(ctx.get(), SCMP_ACT_ERRNO(EPERM), nr,
-                                              static_cast<unsigned>(rule.args.size()), rule.args.data());
-        // -EDOM etc.: a call or comparison one ABI cannot express (e.g. socket's arguments under
-        // i386's socketcall). libseccomp then skips that ABI; say so, and go on.
+            return fail(std::string("libseccomp does not know ") + rule.syscall + " (give its number)", -ENOSYS);
+        // Security: every comparison is on the argument's low 32 bits, the part the kernel reads
+        // of an int (see ArgMatch).
+        std::vector<scmp_arg_cmp> cmps;
+        for (const cocoon::ns::seccomp::ArgMatch& m : rule.args)
+            cmps.push_back(scmp_arg_cmp{m.index, SCMP_CMP_MASKED_EQ, m.mask, m.value});
+        const int rc = seccomp_rule_add_array(ctx.get(), SCMP_ACT_ERRNO(static_cast<uint32_t>(rule.error)), nr,
+                                              static_cast<unsigned>(cmps.size()), cmps.data());
         if (rc < 0)
             return fail(std::string("seccomp_rule_add(") + rule.syscall + ")", rc);
     }
@@ -201,7 +143,7 @@ int main()
     if (int rc = seccomp_export_bpf(ctx.get(), fds[1]); rc < 0)
         return fail("seccomp_export_bpf", rc);
     ::close(fds[1]);
-    std::vector<sock_filter> program;
+    std::vector<sock_filter> program = numbered_prefix(numbered);
     sock_filter insn;
     for (;;) {
         ssize_t n = ::read(fds[0], &insn, sizeof insn);

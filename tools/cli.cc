@@ -12,6 +12,7 @@
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "tools/options.h"
+#include "tools/plan.h"
 
 namespace po = boost::program_options;
 
@@ -680,13 +681,17 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
     o.next_size.reset();
     // Read after parsing, so only the --seccomp that takes effect is read.
     // A failure reads as bwrap words it ("Can't read seccomp data: Bad file
-    // descriptor"), then the option that named the fd.
+    // descriptor"), then the option that named the fd. bwrap's order: each
+    // program is read and checked for whole instructions before the next is
+    // read, and every program before any other check of its data (an empty
+    // first program and a ragged second are refused for the ragged one).
     for (SeccompInput& in : o.seccomp) {
         try {
             in.bytes = read(in.fd, "Can't read seccomp data");
         } catch (const SysError& e) {
             throw UsageError(std::string(e.what()) + " (" + in.option + ")");
         }
+        check_whole_instructions(in);
     }
     o.command.assign(args.begin() + static_cast<long>(command), args.end());
     return o;

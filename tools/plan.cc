@@ -13,16 +13,22 @@
 
 namespace cocoon::tools {
 
+void check_whole_instructions(const SeccompInput& in)
+{
+    const size_t size = in.bytes.size();
+    if (size % sizeof(sock_filter) != 0)
+        throw UsageError("Invalid seccomp data, must be multiple of 8 (" + in.option + ": " + std::to_string(size) +
+                         " bytes)");
+}
+
 std::vector<sock_filter> seccomp_program(const SeccompInput& in)
 {
     // bwrap's check and words first (scripts match them); then cocoon's own:
     // the kernel takes 1 to BPF_MAXINSNS instructions, and an empty or
     // oversized program is refused before any process exists rather than by
     // prctl in the sandbox.
+    check_whole_instructions(in);
     const size_t size = in.bytes.size();
-    if (size % sizeof(sock_filter) != 0)
-        throw UsageError("Invalid seccomp data, must be multiple of 8 (" + in.option + ": " + std::to_string(size) +
-                         " bytes)");
     if (size == 0 || size > BPF_MAXINSNS * sizeof(sock_filter))
         throw UsageError("Invalid seccomp data from " + in.option + ": " + std::to_string(size) +
                          " bytes; a compiled cBPF program has 1 to " + std::to_string(BPF_MAXINSNS) + " instructions");

