@@ -188,6 +188,28 @@ TEST_F(HostUser, NoHostCgroupFileIsWritableThroughANestedUserNamespace)
     EXPECT_EQ(::rmdir(parent.c_str()), 0) << parent << " is left: " << std::strerror(errno);
 }
 
+// The host's uid 0 is exempt from RLIMIT_NPROC in any user namespace, so root's fork bomb runs
+// unbounded under the caller's limit (the control). USER is not: the limit counts USER's
+// processes and stops it.
+TEST_F(HostUser, TheProcessLimitBindsIt)
+{
+    const std::string bomb = build_dir() + "/cocoon_escape_probe";
+    ASSERT_EQ(::access(bomb.c_str(), X_OK), 0) << bomb << " is missing";
+    auto run_bomb = [&](const std::vector<std::string>& options) {
+        return run(args({{"/usr/bin/prlimit", "--nproc=64", cocoon_bin()},
+                         minimal_root(),
+                         {"--unshare-all", "--ro-bind", bomb, "/bomb"},
+                         options,
+                         {"/bomb", "forkbomb", "300"}}));
+    };
+    Result control = run_bomb({"--cap-drop", "ALL"});
+    EXPECT_EQ(control.out, "forked 300 then unbounded\n") << control.err;
+    Result r = run_bomb({"--host-user", kUser});
+    EXPECT_TRUE(std::regex_match(r.out, std::regex("forked [0-9] then EAGAIN\n|forked [1-5][0-9] then EAGAIN\n|"
+                                                   "forked 6[0-4] then EAGAIN\n")))
+        << r.out << r.err;
+}
+
 // Files the command makes in the worktree (given to the user, as the README says) belong to the
 // user on the host, whatever --uid the sandbox has; inside, its ids are the sandbox's, mapped
 // to the user and nothing else, with no supplementary group (root's gid 0 is one).
