@@ -65,7 +65,8 @@ std::optional<TestUser> test_user()
 {
     passwd* pw = ::getpwnam(kUser);
     if (!pw && is_root()) {
-        std::system("useradd --system --no-create-home --shell /usr/sbin/nologin cocoon-test");
+        if (std::system("useradd --system --no-create-home --shell /usr/sbin/nologin cocoon-test") != 0)
+            return std::nullopt;
         pw = ::getpwnam(kUser);
     }
     if (!pw)
