@@ -355,7 +355,8 @@ TEST_F(HostUser, NoProcessOfTheSandboxHasRootsIds)
 // The README's recipe as root: every option of it works under --host-user. The login file
 // starts as root's SRC and is the command's to read and renew; a renewal made on the host
 // meanwhile reaches DEST (the monitor, root, writes it as the command's own file); the relay
-// and the report work; what the command leaves in the worktree is the user's.
+// and --egress (a refusal: no network needed) and the report work; what the command leaves in the worktree is the
+// user's.
 TEST_F(HostUser, TheRecipeRunsAsTheUser)
 {
     TempDir wt, state, sockets;
@@ -386,53 +387,46 @@ TEST_F(HostUser, TheRecipeRunsAsTheUser)
     });
 
     const std::string home = "/home/agent", dest = home + "/.agent/login.json";
+    // (--egress's socat keeps its side open: a client that half-closes right after its request
+    // may get no answer, --egress and --host-user or not.)
     const std::string script = "cat " + dest + "; : > ready; while [ ! -e go ]; do sleep 0.05; done; cat " + dest +
-                               "; echo hello | socat -t 5 - TCP:127.0.0.1:3128; echo made > made; "
-                               "echo v3 > " +
+                               "; echo hello | socat -t 5 - TCP:127.0.0.1:3128"
+                               "; printf 'CONNECT unlisted.invalid:443 HTTP/1.1\\r\\n\\r\\n' | timeout 5 socat "
+                               "-,ignoreeof TCP:127.0.0.1:3129 | "
+                               "head -n 1"
+                               "; echo made > made; echo v3 > " +
                                dest + ".tmp; mv " + dest + ".tmp " + dest;
-    std::vector<std::string> argv = args({{cocoon_bin(), "--no-follow-sources", "--unshare-all", "--die-with-parent",
-                                           "--new-session", "--forward-signals", "--kill-after", "10",
-                                           "--json-status-fd", "3", "--host-user", kUser, "--cap-drop", "ALL"},
-                                          minimal_root(),
-                                          {"--ro-bind",
-                                           "/etc",
-                                           "/etc",
-                                           "--proc",
-                                           "/proc",
-                                           "--dev",
-                                           "/dev",
-                                           "--tmpfs",
-                                           "/tmp",
-                                           "--fresh-home",
-                                           home,
-                                           "--login-file",
-                                           state / "login.json",
-                                           dest,
-                                           "--bind",
-                                           wt.path(),
-                                           wt.path(),
-                                           "--ro-bind",
-                                           wt / ".git",
-                                           wt / ".git",
-                                           "--chdir",
-                                           wt.path(),
-                                           "--relay",
-                                           "3128",
-                                           socket_path,
-                                           "--proxy-env",
-                                           "3128",
-                                           "sh",
-                                           "-c",
-                                           script}});
-    std::string line;
-    for (const std::string& a : argv)
-        line += " '" + a + "'";
-    Result r = run({"/bin/sh", "-c", "exec" + line + " 3>'" + (state / "status.json") + "'"});
+    const std::vector<std::string> recipe{"--no-follow-sources",
+                                          "--unshare-all",
+                                          "--die-with-parent",
+                                          "--new-session",
+                                          "--forward-signals",
+                                          "--kill-after",
+                                          "10",
+                                          "--json-status-fd",
+                                          "3",
+                                          "--host-user",
+                                          kUser,
+                                          "--cap-drop",
+                                          "ALL"};
+    const std::vector<std::string> mounts{"--ro-bind", "/etc",    "/etc", "--proc",       "/proc", "--dev",
+                                          "/dev",      "--tmpfs", "/tmp", "--fresh-home", home};
+    const std::vector<std::string> agent{"--login-file", state / "login.json", dest,        "--bind",    wt.path(),
+                                         wt.path(),      "--ro-bind",          wt / ".git", wt / ".git", "--chdir",
+                                         wt.path()};
+    const std::vector<std::string> network{"--relay",  "3128", socket_path,      "--proxy-env", "3128",
+                                           "--egress", "3129", "--egress-allow", "example.com"};
+    // Through sh, for the report's fd 3; each word single-quoted.
+    std::string line = "exec";
+    for (const std::string& word :
+         args({{cocoon_bin()}, recipe, minimal_root(), mounts, agent, network, {"sh", "-c", script}}))
+        line += " '" + std::regex_replace(word, std::regex("'"), "'\\''") + "'";
+    Result r = run({"/bin/sh", "-c", line + " 3>'" + (state / "status.json") + "'"});
     renewer.join();
     ::shutdown(listener.get(), SHUT_RDWR);
     proxy.join();
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, "v1\nv2 from the host\necho hello\n");
+    EXPECT_EQ(r.out, "v1\nv2 from the host\necho hello\nHTTP/1.1 403 Forbidden\r\n");
     EXPECT_EQ(r.err, "");
     EXPECT_EQ(read_file(state / "login.json"), "v3\n");
     struct stat st;
