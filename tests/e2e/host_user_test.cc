@@ -3,7 +3,7 @@
 // --cap-drop ALL, where it works (so these tests can fail), then with it, where it must not:
 // reading /etc/shadow, writing the host's cgroup files from a nested user namespace. Then what
 // must keep working: files in the worktree and the fresh home are the user's, every process of
-// the sandbox has the user's ids seen from the host, the README's recipe runs (login file,
+// the sandbox has the user's ids seen from the host, the README's recipe runs (login file, egress,
 // relay, report). The static probe (tests/e2e/probe/host_user_probe.cc) makes the attempts.
 // Root only, but for the refusal to a non-root caller, which the unprivileged pass tries.
 #include <fcntl.h>
