@@ -48,9 +48,10 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw UsageError("--userns not compatible --unshare-user");
     if (join_user && o.unshare_user_try)
         throw UsageError("--userns not compatible --unshare-user-try");
-    // --host-user: a user namespace of cocoon's own making, mapped to that
-    // user instead of the caller (ns/host_user.h); only root may map another
-    // user's ids, and only cocoon writes the maps.
+    // Security: --host-user: a user namespace of cocoon's own making, mapped
+    // to that user instead of the caller, so that the sandbox never acts on
+    // the host as root (ns/host_user.h); only root may map another user's
+    // ids, and only cocoon writes the maps.
     if (o.host_user) {
         if (!root)
             throw UsageError("--host-user needs a root caller: this is uid " + std::to_string(host.uid) +
