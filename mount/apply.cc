@@ -661,7 +661,7 @@ struct Applier {
 
 }  // namespace
 
-void apply(const Plan& plan, Fds fds)
+void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened)
 {
     // Security: nothing mounted from here on propagates back to the host.
     check(::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr), "Failed to make / slave");
@@ -679,6 +679,9 @@ void apply(const Plan& plan, Fds fds)
             layers[i] = open_layers(*overlay, plan.no_follow_sources);
         else if (std::holds_alternative<Proc>(plan.ops[i]) && !plan.own_pid_ns)
             sources[i] = host_proc();
+    // The caller's part is done (--host-user: the switch to USER's ids).
+    if (sources_opened)
+        sources_opened();
 
     // --bind-data files and --tmp-overlay upper layers are made in a tmpfs of
     // their own, attached under the staging point so that the new root covers

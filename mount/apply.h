@@ -2,6 +2,8 @@
 // PID namespace), inside the new mount namespace, with CAP_SYS_ADMIN over it.
 #pragma once
 
+#include <functional>
+
 #include "mount/plan.h"
 
 namespace cocoon::mount {
@@ -9,6 +11,10 @@ namespace cocoon::mount {
 // Builds the new root on a fresh tmpfs, applies plan.ops in order, then makes
 // it the process's root and detaches the old one. Throws SysError/UsageError.
 // fds: the fds the ops name, closed once used (none reaches the command).
-void apply(const Plan& plan, Fds fds);
+// sources_opened, if given, runs once every host source (bind, overlay layer,
+// the host's /proc) is open and before anything is made: what follows makes
+// files, directories and filesystems, and mounts overlays, whose owner (and
+// an overlay's credentials for its layers) is whoever this process is then.
+void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened = {});
 
 }  // namespace cocoon::mount

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 
 #include "base/sys.h"
@@ -30,6 +31,7 @@
 #include "net/loopback.h"
 #include "ns/channel.h"
 #include "ns/env.h"
+#include "ns/host_user.h"
 #include "ns/join.h"
 #include "ns/monitor.h"
 #include "ns/uid_map.h"
@@ -343,8 +345,9 @@ void die_with_monitor(int sock)
         ::_exit(1);
 }
 
-// One byte from the monitor per --login-file (monitor.cc): it watches DEST.
-void wait_for_login_watch(int sock)
+// One byte from the monitor: it wrote the id maps (--host-user, launch()),
+// or, once per --login-file, it watches DEST (monitor.cc).
+void wait_for_monitor(int sock)
 {
     char byte;
     ssize_t n;
@@ -468,6 +471,8 @@ void release_command(int go)
         step = "2 (id maps)";
         if (fds.userns_block)
             wait_for_fd(std::move(fds.userns_block));
+        else if (plan.host_user)
+            wait_for_monitor(sock);  // maps naming another user are the monitor's to write
         else if (plan.clone_flags & CLONE_NEWUSER)
             write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
         // 3. --disable-userns: cap the user namespaces below ours at one.
@@ -495,7 +500,18 @@ void release_command(int go)
         // 8. Mount namespace: the new root, in command-line order, then
         // pivot_root; the data and --bind-fd fds are used up here.
         step = "8 (mounts)";
-        mount::apply(plan.mounts, std::move(fds.mount));
+        // Security: --host-user: the sources are opened with the caller's
+        // (root's) rights; then this process becomes USER for good, before it
+        // makes anything, so that everything the sandbox makes or touches on
+        // the host from here on, the command most of all, is USER's doing.
+        std::function<void()> sources_opened;
+        if (plan.host_user)
+            sources_opened = [&] {
+                step = "8 (--host-user)";
+                become_host_user(plan.uid, plan.gid);
+                step = "8 (mounts)";
+            };
+        mount::apply(plan.mounts, std::move(fds.mount), sources_opened);
         // --login-file: each DEST starts as SRC's copy; the monitor gets its
         // directory (a tmpfs) to watch and to read DEST through.
         step = "8 (login files)";
@@ -506,7 +522,7 @@ void release_command(int go)
         // renewal made before the watch would come with no event, and only
         // a close event says that an in-place writer is done.
         for (size_t i = 0; i < plan.process.login_files.size(); ++i)
-            wait_for_login_watch(sock);
+            wait_for_monitor(sock);
         // 9. --lock-file: this process holds the locks until the sandbox ends
         // (the command's copies of the fds close at exec; a POSIX lock
         // belongs to the process that took it).
@@ -718,6 +734,17 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         }
     }
     child_sock.reset();
+    // --host-user: the first process waits for its id maps (child_main, step 2).
+    if (plan.host_user) {
+        try {
+            map_host_user(first.pid, plan.uid, plan.real_uid, plan.gid, plan.real_gid);
+            if (::send(sock.get(), "1", 1, MSG_NOSIGNAL) != 1)
+                throw SysError(errno, "--host-user: send");
+        } catch (...) {
+            kill_and_reap(first.pidfd.get());
+            throw;
+        }
+    }
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
     // the sync fd reaches EOF exactly when the sandbox ends, cocoon alive or not.
     fds.sandbox = {};

@@ -108,7 +108,11 @@ struct CallerFds {
 struct LaunchPlan {
     unsigned long long clone_flags = 0;  // CLONE_NEW* (CLONE_NEWNS always)
     uid_t uid = 0, gid = 0;  // inside, when CLONE_NEWUSER
-    uid_t real_uid = 0, real_gid = 0;  // the caller's, mapped to uid/gid
+    uid_t real_uid = 0, real_gid = 0;  // the host ids mapped to uid/gid: the caller's, or --host-user's
+    // --host-user (a root caller): real_uid/real_gid are another user's. The
+    // monitor writes the id maps, and the first process takes those ids for
+    // good once it has opened the bind sources (ns/host_user.h).
+    bool host_user = false;
     std::optional<uid_t> switch_uid;  // --uid with --userns: setresuid inside it
     std::optional<gid_t> switch_gid;  // --gid with --userns: setresgid inside it
     mount::Plan mounts;

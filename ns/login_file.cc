@@ -10,6 +10,7 @@
 #include <linux/magic.h>
 #include <linux/openat2.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -505,6 +506,27 @@ void LoginFiles::check_source(Entry& e)
     replace_dest(e, content);
 }
 
+// Files this thread makes belong to uid and gid while it lives (setfsuid and
+// setfsgid are per thread: the resolver's thread is not affected).
+class FilesOwnedBy {
+public:
+    FilesOwnedBy(uid_t uid, gid_t gid)
+        : m_uid(static_cast<uid_t>(::setfsuid(uid))), m_gid(static_cast<gid_t>(::setfsgid(gid)))
+    {
+    }
+    FilesOwnedBy(const FilesOwnedBy&) = delete;
+    FilesOwnedBy& operator=(const FilesOwnedBy&) = delete;
+    ~FilesOwnedBy()
+    {
+        ::setfsgid(m_gid);
+        ::setfsuid(m_uid);
+    }
+
+private:
+    uid_t m_uid;
+    gid_t m_gid;
+};
+
 // Security: the temp name is opened O_EXCL|O_NOFOLLOW in the directory fd: a
 // link the sandbox planted there is refused, never written through.
 void LoginFiles::replace_dest(Entry& e, const std::string& content)
@@ -512,10 +534,18 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
     const int dir = e.dest_dir.get();
     const std::string temp = "." + e.dest_name + ".cocoon-in";
     ::unlinkat(dir, temp.c_str(), 0);
+    // The new DEST gets the old one's mode and owner (else 0600 and the
+    // directory's owner), and is made as that owner: under --host-user the
+    // command is another user than the monitor (root), whose ids the sandbox
+    // does not map, so the kernel refuses the monitor a file of its own there
+    // (EOVERFLOW), and the command could not read one anyway.
     struct stat st;
     mode_t mode = 0600;
     if (::fstatat(dir, e.dest_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
         mode = st.st_mode & 0777;
+    else if (::fstat(dir, &st) < 0)
+        st.st_uid = ::geteuid(), st.st_gid = ::getegid();
+    FilesOwnedBy owner(st.st_uid, st.st_gid);
     UniqueFd fd(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd || !write_all(fd.get(), content) || ::fchmod(fd.get(), mode) < 0 ||
         ::renameat(dir, temp.c_str(), dir, e.dest_name.c_str()) < 0) {

@@ -182,12 +182,16 @@ int run_check()
                false);
     }
 
-    // Security: bwrap's rule, which cocoon keeps: a root caller's command keeps root's
-    // capabilities unless --cap-drop ALL (a user namespace alone maps root to the host's root).
+    // Security: a root caller's sandbox acts on the host as root unless --host-user names another
+    // user: its uid 0 is the host's (a user namespace maps it to itself), and owns root's files,
+    // capabilities or not. bwrap's rule, which cocoon keeps, adds root's capabilities unless
+    // --cap-drop.
     r.line(!root, "an unprivileged caller",
-           "as root, pass --cap-drop ALL, or the command keeps root's capabilities: setuid bits and file "
-           "capabilities on what is bound read-write work for every host user, and it can remount and write "
-           "/proc/sys (SECURITY.md, \"A root caller that keeps capabilities\")",
+           "as root, pass --host-user USER (an unprivileged user made for the agent) and --cap-drop ALL: "
+           "without --host-user the sandbox's uid 0 is the host's, so the command reads root's files "
+           "(/etc/shadow through a read-only /etc) and, from a nested user namespace, writes root's cgroup "
+           "files, whatever its capabilities; without --cap-drop ALL it keeps root's capabilities too "
+           "(SECURITY.md, \"A root caller's uid 0 is the host's\")",
            false);
     std::printf("%s\n", r.runnable ? "a default sandbox can run here" : "a default sandbox cannot run here");
     return r.runnable ? 0 : 1;

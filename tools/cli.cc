@@ -530,6 +530,11 @@ constexpr Spec kExtensionSpecs[] = {
      [](Options& o, const V& a) { o.process.cgroup.pids_max = parse_pids(a[0]); }},
     {"login-file", "SRC DEST", "DEST starts as a copy of the host file SRC; changes are saved back to SRC",
      [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
+    {"host-user", "USER[:GROUP]", "As root: the sandbox acts on the host as USER (and GROUP), never as root",
+     [](Options& o, const V& a) {
+         note_repeat(o, o.host_user.has_value(), "--host-user");
+         o.host_user = a[0];
+     }},
 };
 
 // The Spec named `name` (without its "--"), or nullptr. A scan of ~80 names,

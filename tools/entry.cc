@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "ns/join.h"
 #include "ns/launch.h"
@@ -50,6 +51,19 @@ HostFacts read_host(const Options& o)
         host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
     if (o.unshare_cgroup_try)
         host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
+    // --host-user names a user of the host's own files (tools/host_user.h);
+    // a non-root caller is refused by the planner without them.
+    if (o.host_user && host.uid == 0) {
+        auto read = [](const std::string& path) {
+            const std::string what = "--host-user: can't read " + path;
+            int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                throw SysError(errno, what);
+            return sys::read_to_end_and_close(fd, size_t{16} << 20, what);
+        };
+        host.passwd = read("/etc/passwd");
+        host.group = read("/etc/group");
+    }
     // bwrap's rule: stdout, not stdin, decides the console.
     if (::isatty(STDOUT_FILENO))
         if (const char* tty = ::ttyname(STDOUT_FILENO))

@@ -40,6 +40,7 @@ struct Options {
 
     std::optional<uid_t> uid;
     std::optional<gid_t> gid;
+    std::optional<std::string> host_user;  // --host-user USER[:GROUP], as given
     ns::ProcessOptions process;  // copied whole into the plan
     ns::FdNumbers fds;  // taken over by tools/entry.cc
     std::vector<SeccompInput> seccomp;  // --seccomp (the last one) or every --add-seccomp-fd
@@ -75,6 +76,8 @@ struct HostFacts {
     bool has_cgroup_ns = true;
     // The terminal on stdout (ttyname(1)), if any: --dev binds it at console.
     std::optional<std::string> stdout_tty;
+    // /etc/passwd and /etc/group, read only for a root caller's --host-user.
+    std::string passwd, group;
 };
 
 // Reads an fd the caller handed over to EOF and closes it (--args,

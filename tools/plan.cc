@@ -10,6 +10,7 @@
 
 #include "base/sys_error.h"
 #include "relay/egress.h"
+#include "tools/host_user.h"
 
 namespace cocoon::tools {
 
@@ -53,7 +54,23 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw UsageError("--userns not compatible --unshare-user");
     if (join_user && o.unshare_user_try)
         throw UsageError("--userns not compatible --unshare-user-try");
-    const bool user_ns = !join_user && (!root || o.unshare_user || (o.unshare_user_try && host.has_user_ns));
+    // Security: --host-user: a user namespace of cocoon's own making, mapped
+    // to that user instead of the caller, so that the sandbox never acts on
+    // the host as root (ns/host_user.h); only root may map another user's
+    // ids, and only cocoon writes the maps.
+    if (o.host_user) {
+        if (!root)
+            throw UsageError("--host-user needs a root caller: this is uid " + std::to_string(host.uid) +
+                             ", whose sandbox acts on the host as uid " + std::to_string(host.uid) + " already");
+        if (join_user)
+            throw UsageError("--host-user cannot be combined with --userns (cocoon maps a namespace it makes)");
+        if (o.fds.userns2 >= 0)
+            throw UsageError("--host-user cannot be combined with --userns2 (cocoon maps a namespace it makes)");
+        if (o.fds.userns_block >= 0)
+            throw UsageError("--host-user cannot be combined with --userns-block-fd (cocoon writes the id maps)");
+    }
+    const bool user_ns =
+        !join_user && (!root || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
     plan.clone_flags = CLONE_NEWNS;
     if (user_ns)
         plan.clone_flags |= CLONE_NEWUSER;
@@ -134,6 +151,12 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
 
     plan.real_uid = host.uid;
     plan.real_gid = host.gid;
+    if (o.host_user) {
+        const HostIds ids = resolve_host_user(*o.host_user, host.passwd, host.group);
+        plan.real_uid = ids.uid;
+        plan.real_gid = ids.gid;
+        plan.host_user = true;
+    }
     plan.uid = o.uid.value_or(host.uid);
     plan.gid = o.gid.value_or(host.gid);
     if (join_user) {

@@ -18,14 +18,16 @@ TEST(Check, ThisHostRunsADefaultSandbox)
     EXPECT_TRUE(r.out.size() > 0 && contains(r.out, "\na default sandbox can run here\n")) << r.out;
 }
 
-// A root caller is told that its commands keep root's capabilities unless it drops them; an
-// unprivileged one is not.
-TEST(Check, ARootCallerIsToldToDropCapabilities)
+// A root caller is told that its sandbox acts on the host as root unless --host-user names
+// another user, and keeps root's capabilities unless it drops them; an unprivileged one is not.
+TEST(Check, ARootCallerIsToldToActAsAnotherUser)
 {
     Result r = cocoon({"--check"});
     EXPECT_EQ(r.code, 0) << r.out << r.err;
     if (is_root()) {
-        EXPECT_TRUE(contains(r.out, "no   an unprivileged caller: as root, pass --cap-drop ALL")) << r.out;
+        EXPECT_TRUE(contains(r.out, "no   an unprivileged caller: as root, pass --host-user USER (an unprivileged "
+                                    "user made for the agent) and --cap-drop ALL: without --host-user"))
+            << r.out;
     } else {
         EXPECT_TRUE(contains(r.out, "yes  an unprivileged caller\n")) << r.out;
     }

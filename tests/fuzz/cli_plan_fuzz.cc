@@ -33,6 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     host.gid = host.uid;
     host.environ = {"HOME=/home/u", "PATH=/usr/bin"};
     host.cwd = "/home/u";
+    // --host-user's look-ups read these (a root caller's).
+    host.passwd = "root:x:0:0:root:/root:/bin/sh\nagent:x:1500:1600::/home/agent:/bin/sh\n";
+    host.group = "root:x:0:\nagents:x:1600:agent\n";
     try {
         cocoon::tools::Options options = cocoon::tools::parse_args(args, reader);
         (void)cocoon::tools::make_launch_plan(options, host);
