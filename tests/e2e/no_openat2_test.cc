@@ -1,0 +1,121 @@
+// cocoon where openat2 answers ENOSYS (tests/e2e/no_openat2.h): inside another sandbox whose
+// seccomp policy cannot read struct open_how, or on a kernel without it. Every mount kind that
+// resolves a destination still works, --check says what cocoon does instead, and a cocoon runs
+// inside a cocoon. The planted-link attacks under the same filter are in planted_link_test.cc.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/e2e/e2e.h"
+#include "tests/e2e/no_openat2.h"
+
+namespace cocoon::test {
+namespace {
+
+// Binds, --tmpfs, --dir, --symlink, --file, --ro-bind-data, --login-file and --remount-ro, each
+// resolved under the new root by the userspace walk; the login file's renewal reaches SRC.
+TEST(NoOpenat2, EveryMountKindIsBuilt)
+{
+    std::vector<std::vector<std::string>> modes = {{}};
+    if (is_root())
+        modes.push_back({"--cap-drop", "ALL"});
+    for (const auto& mode : modes) {
+        TempDir wt, state, data;
+        write_file(wt / "f", "work\n");
+        write_file(state / "cred", "token\n", 0600);
+        write_file(data / "data", "data\n");
+        write_file(data / "file", "file\n");
+        Result r = without_openat2([&] {
+            // Handed to cocoon by number: opened without O_CLOEXEC, in this child only.
+            if (::dup2(::open((data / "data").c_str(), O_RDONLY), 7) < 0 ||
+                ::dup2(::open((data / "file").c_str(), O_RDONLY), 8) < 0)
+                return Result{};
+            return in_sandbox(
+                args({mode,
+                      {"--bind",
+                       wt.path(),
+                       "/work",
+                       "--tmpfs",
+                       "/scratch",
+                       "--dir",
+                       "/scratch/d/e",
+                       "--symlink",
+                       "/work/f",
+                       "/scratch/link",
+                       "--file",
+                       "8",
+                       "/etc/file",
+                       "--ro-bind-data",
+                       "7",
+                       "/etc/data",
+                       "--login-file",
+                       state / "cred",
+                       "/home/agent/.cred",
+                       "--remount-ro",
+                       "/scratch"}}),
+                sh("cat /scratch/link /etc/data /etc/file /home/agent/.cred; test -d /scratch/d/e && echo dir; "
+                   "touch /scratch/x 2>&1 | grep -c Read-only; echo made > /work/made; "
+                   "printf renewed > /home/agent/.cred"));
+        });
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "work\ndata\nfile\ntoken\ndir\n1\n");
+        EXPECT_EQ(r.err, "");
+        EXPECT_EQ(read_file(wt / "made"), "made\n");
+        EXPECT_EQ(read_file(state / "cred"), "renewed");
+    }
+}
+
+// --check tells the caller that openat2 is missing and what cocoon does instead; a default
+// sandbox can still run.
+TEST(NoOpenat2, CheckSaysTheWalkIsDoneInUserspace)
+{
+    Result r = without_openat2([] { return cocoon({"--check"}); });
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, "no   openat2: answered ENOSYS (a seccomp filter, or Linux before 5.6): cocoon "
+                                "resolves paths in userspace instead"))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "yes  new mount API\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "\na default sandbox can run here\n")) << r.out;
+}
+
+// A cocoon inside a cocoon, as an agent that sandboxes its own tools runs bwrap: the outer one
+// keeps its default policy, and adds the filter that answers openat2 with ENOSYS (what a policy
+// that cannot read struct open_how does). The inner one binds, mounts a tmpfs, makes a link and a
+// data file, all resolved by the userspace walk.
+TEST(NoOpenat2, CocoonRunsInsideCocoon)
+{
+    UniqueFd filter = no_openat2_filter();
+    TempDir data;
+    write_file(data / "data", "inner data\n");
+    const std::vector<std::string> inner = {cocoon_bin(), "--ro-bind",
+                                            "/usr",       "/usr",
+                                            "--symlink",  "usr/bin",
+                                            "/bin",       "--symlink",
+                                            "usr/lib",    "/lib",
+                                            "--symlink",  "usr/lib64",
+                                            "/lib64",     "--tmpfs",
+                                            "/tmp",       "--dir",
+                                            "/tmp/d",     "--ro-bind",
+                                            data.path(),  "/data",
+                                            "--symlink",  "/data/data",
+                                            "/tmp/link",  "sh",
+                                            "-c",         "cat /tmp/link; test -d /tmp/d && echo inner"};
+    Result r = cocoon(args({{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user",
+                             "--add-seccomp-fd", std::to_string(filter.get()), "--"},
+                            inner}));
+    // What a nested cocoon needs of the outer sandbox beyond openat2 is a user namespace of its
+    // own (the outer one has no --disable-userns); refused here, this test could not tell.
+    ASSERT_FALSE(contains(r.err, "user namespace")) << "the outer sandbox refused a nested user namespace: " << r.err;
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "inner data\ninner\n");
+    EXPECT_EQ(r.err, "");
+    // The inner cocoon met ENOSYS, and says so. (The first cocoon read the filter to its end.)
+    ::lseek(filter.get(), 0, SEEK_SET);
+    r = cocoon({"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user", "--add-seccomp-fd",
+                std::to_string(filter.get()), "--", cocoon_bin(), "--check"});
+    EXPECT_TRUE(contains(r.out, "no   openat2: answered ENOSYS")) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace cocoon::test
