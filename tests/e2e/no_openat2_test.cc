@@ -9,6 +9,7 @@
 
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/no_openat2.h"
+#include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
@@ -64,6 +65,29 @@ TEST(NoOpenat2, EveryMountKindIsBuilt)
         EXPECT_EQ(read_file(wt / "made"), "made\n");
         EXPECT_EQ(read_file(state / "cred"), "renewed");
     }
+}
+
+// SRC's directory is opened with openat2 too: a link at SRC, or in its directory under
+// --no-follow-sources, is refused as with the kernel's, and the file it names is left alone.
+TEST(NoOpenat2, LoginFileLinksAreRefused)
+{
+    TempDir dir, victim_dir;
+    const std::string victim = victim_dir / "authorized_keys";
+    write_file(victim, "ssh-ed25519 the-callers-key\n", 0600);
+    ASSERT_EQ(::symlink(victim.c_str(), (dir / "cred").c_str()), 0);
+    HostSnapshot host("login-link-no-openat2", victim_dir.path());
+    Result r = without_openat2([&] {
+        return in_sandbox(args({host.mark(), {"--login-file", dir / "cred", "/home/agent/.cred"}}), {"true"});
+    });
+    expect_refused(r, {"--login-file", dir / "cred", "is a symbolic link; pass the real path"});
+    ASSERT_EQ(::symlink(victim_dir.path().c_str(), (dir / "sub").c_str()), 0);
+    r = without_openat2([&] {
+        return in_sandbox(
+            args({host.mark(), {"--no-follow-sources", "--login-file", dir / "sub/authorized_keys", "/home/agent/.k"}}),
+            {"true"});
+    });
+    expect_refused(r, {"--login-file", dir / "sub/authorized_keys", "(refused by --no-follow-sources)"});
+    host.expect_unchanged();
 }
 
 // --check tells the caller that openat2 is missing and what cocoon does instead; a default

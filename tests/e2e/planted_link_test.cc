@@ -304,6 +304,29 @@ TEST(PlantedLinkWithoutOpenat2, LinksToTheRootAParentOrAHomeAreRefused)
     }
 }
 
+TEST(PlantedLinkWithoutOpenat2, ALinkInTheMiddleOfASourceIntoAFreshHomeIsRefused)
+{
+    Worktree w;
+    TempDir home;
+    ASSERT_EQ(::mkdir((home / ".ssh").c_str(), 0700), 0);
+    write_file(home / ".ssh/id_ed25519", w.secret + "\n");
+    const std::string sub = w.wt / "sub";
+    ASSERT_EQ(::symlink(home.path().c_str(), sub.c_str()), 0);
+    const auto wt_before = tree(w.wt.path()), home_before = tree(home.path());
+    for (const std::string& fresh : {home.path(), std::string("/home/agent")})
+        for (const auto& mode : modes()) {
+            Result r = without_openat2([&] {
+                return in_sandbox(args({mode,
+                                        {"--fresh-home", fresh, "--bind", w.wt.path(), w.wt.path(), "--ro-bind",
+                                         sub + "/.ssh", sub + "/.ssh"}}),
+                                  sh("cat " + sub + "/.ssh/id_ed25519 " + fresh + "/.ssh/id_ed25519 2>&1; true"));
+            });
+            expect_refused(r, w, "leads through a symbolic link, and so does " + sub + "/.ssh");
+            EXPECT_EQ(tree(w.wt.path()), wt_before);
+            EXPECT_EQ(tree(home.path()), home_before);
+        }
+}
+
 TEST(PlantedLinkWithoutOpenat2, ALinkToTheSameFileIsBoundAndNoFollowSourcesRefusesAnyLink)
 {
     Worktree w;
