@@ -49,6 +49,7 @@ inline Result without_openat2(const std::function<Result()>& body)
     std::vector<sock_filter> program(static_cast<size_t>(::lseek(filter.get(), 0, SEEK_END)) / sizeof(sock_filter));
     if (::pread(filter.get(), program.data(), program.size() * sizeof(sock_filter), 0) < 0)
         throw std::runtime_error("pread(filter)");
+    filter.reset();  // not handed to cocoon
     int pipe[2];
     if (::pipe2(pipe, O_CLOEXEC) < 0)
         throw std::runtime_error("pipe2");
