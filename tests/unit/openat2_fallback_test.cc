@@ -412,6 +412,56 @@ TEST(Openat2Fallback, ARenameRaceNeverLeadsOutside)
     EXPECT_EQ(answers["userspace"], 16000);
 }
 
+// The same with a link swapped in for a directory: T/root/s is a directory or a link to "../../..",
+// in turns. Opening s/secret gives the file in it or, through the link, the root's; making s/new
+// makes it in one or the other; never anything outside the root.
+TEST(Openat2Fallback, ALinkSwappedForADirectoryNeverLeadsOutside)
+{
+    if (!kernel_has_openat2())
+        GTEST_SKIP() << "this kernel has no openat2 to compare with";
+    TempDir t;
+    for (const char* d : {"/root", "/root/s"})
+        mkdir_or_fail(t.path() + d);
+    test::write_file(t / "secret", "outside");
+    test::write_file(t / "root/secret", "inside");
+    test::write_file(t / "root/s/secret", "inside s");
+    link_or_fail("../../..", t / "root/l");
+    struct stat in_root, in_s;
+    ASSERT_EQ(::stat((t / "root/secret").c_str(), &in_root), 0);
+    ASSERT_EQ(::stat((t / "root/s/secret").c_str(), &in_s), 0);
+    UniqueFd root(::open((t / "root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+
+    std::atomic<bool> stop{false};
+    std::atomic<long> swaps{0};
+    std::thread swapper([&] {
+        const std::string dir = t / "root/s", link = t / "root/l";
+        while (!stop)
+            if (::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, link.c_str(), RENAME_EXCHANGE) == 0)
+                ++swaps;
+    });
+    for (OpenFn open : {openat2_userspace, kernel_openat2})
+        for (int i = 0; i < 4000; ++i) {
+            const char* who = open == kernel_openat2 ? " (kernel)" : " (userspace)";
+            UniqueFd fd;
+            int err = open(root.get(), "s/secret", O_RDONLY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 0, fd);
+            struct stat st {};
+            // ENOENT: s was neither while the walk looked (between the two renames of an exchange
+            // it is always one or the other, so this is not expected either).
+            ASSERT_TRUE(err == 0 && ::fstat(fd.get(), &st) == 0) << std::strerror(-err) << who;
+            EXPECT_TRUE((st.st_dev == in_root.st_dev && st.st_ino == in_root.st_ino) ||
+                        (st.st_dev == in_s.st_dev && st.st_ino == in_s.st_ino))
+                << "s/secret led outside the root" << who;
+            err = open(root.get(), "s/new", O_WRONLY | O_CREAT, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 0600, fd);
+            EXPECT_EQ(err, 0) << std::strerror(-err) << who;
+        }
+    stop = true;
+    swapper.join();
+    EXPECT_GT(swaps, 1000) << "the swapping thread hardly ran; the race was not exercised";
+    EXPECT_FALSE(test::exists(t / "new")) << "a file was made outside the root";
+    // The directory ends at s or at l.
+    EXPECT_TRUE(test::exists(t / "root/new") || test::exists(t / "root/s/new") || test::exists(t / "root/l/new"));
+}
+
 // What cocoon's flags rely on, named: a dangling link never creates a file outside the root,
 // and a flag the walk does not emulate is refused, not ignored.
 TEST(Openat2Fallback, RefusesWhatItCannotKeep)
