@@ -104,12 +104,12 @@ TEST(NoOpenat2, CheckSaysTheWalkIsDoneInUserspace)
 }
 
 // A cocoon inside a cocoon, as an agent that sandboxes its own tools runs bwrap: the outer one
-// keeps its default policy, and adds the filter that answers openat2 with ENOSYS (what a policy
-// that cannot read struct open_how does). The inner one binds, mounts a tmpfs, makes a directory
-// and a link, all resolved by the userspace walk. It mounts no /proc: a new procfs in a user
-// namespace of its own is refused by the kernel inside a cocoon as inside a bwrap (the outer
-// sandbox's read-only covers over /proc/sys and the like are locked mounts, which make another
-// procfs "too revealing"), with openat2 or without.
+// keeps its default policy, which answers openat2 with ENOSYS (it cannot read struct open_how),
+// alone and with a filter that says so too (so that the test does not depend on that rule). The
+// inner one binds, mounts a tmpfs, makes a directory and a link, all resolved by the userspace
+// walk. It mounts no /proc: a new procfs in a user namespace of its own is refused by the kernel
+// inside a cocoon as inside a bwrap (the outer sandbox's read-only covers over /proc/sys and the
+// like are locked mounts, which make another procfs "too revealing"), with openat2 or without.
 TEST(NoOpenat2, CocoonRunsInsideCocoon)
 {
     UniqueFd filter = no_openat2_filter();
@@ -120,19 +120,21 @@ TEST(NoOpenat2, CocoonRunsInsideCocoon)
          {"--symlink", "usr/lib64", "/lib64", "--tmpfs", "/tmp", "--dir", "/tmp/d"},
          {"--ro-bind", data.path(), "/data", "--symlink", "/data/data", "/tmp/link"},
          sh("cat /tmp/link; test -d /tmp/d && echo inner")});
-    Result r = cocoon(args({{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user",
-                             "--add-seccomp-fd", std::to_string(filter.get()), "--"},
-                            inner}));
-    // What a nested cocoon needs of the outer sandbox beyond openat2 is a user namespace of its
-    // own (the outer one has no --disable-userns); refused here, this test could not tell.
-    ASSERT_FALSE(contains(r.err, "user namespace")) << "the outer sandbox refused a nested user namespace: " << r.err;
-    EXPECT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, "inner data\ninner\n");
-    EXPECT_EQ(r.err, "");
-    // The inner cocoon met ENOSYS, and says so. (The first cocoon read the filter to its end.)
-    ::lseek(filter.get(), 0, SEEK_SET);
-    r = cocoon({"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user", "--add-seccomp-fd",
-                std::to_string(filter.get()), "--", cocoon_bin(), "--check"});
+    const std::vector<std::string> outer = {"--ro-bind", "/",      "/",     "--dev",
+                                            "/dev",      "--proc", "/proc", "--unshare-user"};
+    for (const std::vector<std::string>& more :
+         {std::vector<std::string>{}, std::vector<std::string>{"--add-seccomp-fd", std::to_string(filter.get())}}) {
+        Result r = cocoon(args({outer, more, {"--"}, inner}));
+        // What a nested cocoon needs of the outer sandbox beyond openat2 is a user namespace of
+        // its own (the outer one has no --disable-userns); refused here, this test could not tell.
+        ASSERT_FALSE(contains(r.err, "user namespace"))
+            << "the outer sandbox refused a nested user namespace: " << r.err;
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "inner data\ninner\n");
+        EXPECT_EQ(r.err, "");
+    }
+    // The inner cocoon met ENOSYS under the default policy alone, and says so.
+    Result r = cocoon(args({outer, {"--", cocoon_bin(), "--check"}}));
     EXPECT_TRUE(contains(r.out, "no   openat2: answered ENOSYS")) << r.out << r.err;
 }
 
