@@ -7,30 +7,46 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 
+#include "base/resolve.h"
 #include "base/sys_error.h"
 
 namespace cocoon::sys {
 
 int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode, UniqueFd& out)
 {
-    open_how how{};
-    how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
-    how.mode = mode;
-    how.resolve = resolve;
-    for (;;) {
-        long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
-        if (fd >= 0) {
-            out.reset(static_cast<int>(fd));
-            return 0;
+    // Whether this process has no openat2. Process-wide on purpose: it is a fact about the process,
+    // which does not change back (a seccomp filter stays for the life of the process and its
+    // children, and no later one can allow what it refused), so after the first ENOSYS every call
+    // goes straight to the userspace walk. Where openat2 works, this load is all it costs.
+    static std::atomic<bool> no_openat2{false};
+    if (!no_openat2.load(std::memory_order_relaxed)) {
+        open_how how{};
+        how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
+        how.mode = mode;
+        how.resolve = resolve;
+        for (;;) {
+            long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
+            if (fd >= 0) {
+                out.reset(static_cast<int>(fd));
+                return 0;
+            }
+            // openat2 with RESOLVE_IN_ROOT asks to retry when a rename raced the walk.
+            if (errno != EAGAIN && errno != EINTR)
+                break;
         }
-        // openat2 with RESOLVE_IN_ROOT asks to retry when a rename raced the walk.
-        if (errno != EAGAIN && errno != EINTR)
-            return -errno;
+        // ENOSYS from the call itself, not from a filesystem's open: a present openat2 answers a
+        // size below the first struct's with EINVAL before it reads anything.
+        const int err = errno;
+        if (err != ENOSYS || ::syscall(SYS_openat2, -1, nullptr, nullptr, 0) >= 0 || errno != ENOSYS)
+            return -err;
+        no_openat2.store(true, std::memory_order_relaxed);
     }
+    return openat2_userspace(dirfd, path, flags, resolve, mode, out);
 }
 
 UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode)

@@ -13,6 +13,10 @@ namespace cocoon::sys {
 
 // openat2(2). Returns the fd, or -errno when the call failed with an errno in
 // `expected` style: callers that treat ENOENT as a value use try_openat2.
+// Where the kernel answers ENOSYS (a seccomp policy, cocoon's own among them,
+// that cannot read struct open_how; a kernel before 5.6), the same resolution
+// is done in userspace with the same guarantees (base/resolve.h), and the
+// process goes there directly from then on.
 UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode = 0);
 int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode, UniqueFd& out);
 

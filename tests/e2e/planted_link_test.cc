@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/no_openat2.h"
 #include "tests/support/refusal.h"
 
 namespace cocoon::test {
@@ -270,6 +271,127 @@ TEST(PlantedLink, RaceWithASwappingWriterNeverExposesTheHost)
     swapper.join();
     EXPECT_GT(swaps, 100) << "the writer hardly ran; the race was not exercised";
     EXPECT_GT(refused, 0) << "no start met the link (bound " << bound << ")";
+}
+
+// The same attacks where openat2 answers ENOSYS (tests/e2e/no_openat2.h): cocoon resolves every
+// destination and source with its userspace walk, which must refuse them alike.
+TEST(PlantedLinkWithoutOpenat2, LinksToTheRootAParentOrAHomeAreRefused)
+{
+    for (const char* target : {"/", "..", "../..", "./../."}) {
+        Worktree w;
+        w.plant(target);
+        for (const auto& mode : modes()) {
+            auto before = mount_table();
+            Result r = without_openat2([&] { return in_sandbox(args({mode, w.binds()}), w.probe()); });
+            expect_refused(r, w, "leads through a symbolic link to ");
+            EXPECT_EQ(mount_table(), before);
+        }
+        Result r = without_openat2([&] {
+            return in_sandbox({"--bind", w.wt.path(), w.wt.path(), "--tmpfs", w.git()}, {"true"});
+        });
+        expect_refused(r, w, "Can't mount tmpfs on " + w.git() + ": " + w.git() + " leads through a symbolic link to ");
+    }
+    Worktree w;
+    TempDir home;
+    write_file(home / "id_ed25519", w.secret + "\n");
+    w.plant(home.path());
+    for (const auto& mode : modes()) {
+        Result r = without_openat2([&] {
+            return in_sandbox(args({mode, {"--tmpfs", home.path()}, w.binds()}),
+                              sh("cat " + w.git() + "/id_ed25519 " + home.path() + "/id_ed25519 2>&1; true"));
+        });
+        expect_refused(r, w, "leads through a symbolic link to another file than " + w.git() + " is in the sandbox");
+    }
+}
+
+TEST(PlantedLinkWithoutOpenat2, ALinkInTheMiddleOfASourceIntoAFreshHomeIsRefused)
+{
+    Worktree w;
+    TempDir home;
+    ASSERT_EQ(::mkdir((home / ".ssh").c_str(), 0700), 0);
+    write_file(home / ".ssh/id_ed25519", w.secret + "\n");
+    const std::string sub = w.wt / "sub";
+    ASSERT_EQ(::symlink(home.path().c_str(), sub.c_str()), 0);
+    const auto wt_before = tree(w.wt.path()), home_before = tree(home.path());
+    for (const std::string& fresh : {home.path(), std::string("/home/agent")})
+        for (const auto& mode : modes()) {
+            Result r = without_openat2([&] {
+                return in_sandbox(args({mode,
+                                        {"--fresh-home", fresh, "--bind", w.wt.path(), w.wt.path(), "--ro-bind",
+                                         sub + "/.ssh", sub + "/.ssh"}}),
+                                  sh("cat " + sub + "/.ssh/id_ed25519 " + fresh + "/.ssh/id_ed25519 2>&1; true"));
+            });
+            expect_refused(r, w, "leads through a symbolic link, and so does " + sub + "/.ssh");
+            EXPECT_EQ(tree(w.wt.path()), wt_before);
+            EXPECT_EQ(tree(home.path()), home_before);
+        }
+}
+
+TEST(PlantedLinkWithoutOpenat2, ALinkToTheSameFileIsBoundAndNoFollowSourcesRefusesAnyLink)
+{
+    Worktree w;
+    ASSERT_EQ(::mkdir((w.wt / ".git-real").c_str(), 0755), 0);
+    write_file(w.wt / ".git-real/HEAD", "ref: main\n");
+    w.plant(".git-real");
+    for (const auto& mode : modes()) {
+        Result r = without_openat2([&] {
+            return in_sandbox(args({mode, w.binds()}),
+                              sh("cat " + w.git() + "/HEAD; touch " + w.git() + "/x 2>&1 | grep -c Read-only"));
+        });
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "ref: main\n1\n");
+        r = without_openat2([&] { return in_sandbox(args({{"--no-follow-sources"}, mode, w.binds()}), w.probe()); });
+        expect_refused(r, w,
+                       "Can't find source path " + w.git() +
+                           ": a component is a symbolic link (refused by --no-follow-sources)");
+    }
+}
+
+// A destination planted as a link in a directory the sandbox's own tmpfs holds, and files made
+// through a dangling link: --file, --symlink and --dir stay inside the new root.
+TEST(PlantedLinkWithoutOpenat2, DanglingLinksMakeFilesInsideTheRoot)
+{
+    Worktree w;
+    ASSERT_EQ(::symlink("../../../../../../../../made-by-cocoon", (w.wt / "dangling").c_str()), 0);
+    Result r = without_openat2([&] {
+        return in_sandbox({"--bind", w.wt.path(), "/work", "--file", "0", "/work/dangling"}, sh("cat /made-by-cocoon"));
+    });
+    // bwrap's rule: --file writes through an existing link, here resolved inside the new root.
+    EXPECT_FALSE(exists("/made-by-cocoon")) << "a file was made on the host's root";
+    EXPECT_FALSE(exists(w.wt.path() + "/../made-by-cocoon"));
+    EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(PlantedLinkWithoutOpenat2, RaceWithASwappingWriterNeverExposesTheHost)
+{
+    Worktree w;
+    ASSERT_EQ(::mkdir(w.git().c_str(), 0755), 0);
+    write_file(w.git() + "/HEAD", "ref: real\n");
+    const std::string link = w.wt / ".git-link";
+    ASSERT_EQ(::symlink("/", link.c_str()), 0);
+    std::atomic<bool> stop{false};
+    std::atomic<long> swaps{0};
+    std::thread swapper([&] {
+        while (!stop)
+            if (::renameat2(AT_FDCWD, w.git().c_str(), AT_FDCWD, link.c_str(), RENAME_EXCHANGE) == 0)
+                ++swaps;
+    });
+    int refused = 0;
+    for (const auto& mode : modes())
+        for (int i = 0; i < 15; ++i) {
+            Result r = without_openat2([&] {
+                return in_sandbox(args({mode, w.binds()}), sh("cat " + w.git() + "/HEAD 2>&1; " + w.probe()[2]));
+            });
+            EXPECT_FALSE(contains(r.out, w.secret)) << "start " << i << " exposed the host";
+            if (r.code == 0)
+                EXPECT_TRUE(r.out.rfind("ref: real\n", 0) == 0 || contains(r.out, "HEAD: No such file")) << r.out;
+            else
+                ++refused;
+        }
+    stop = true;
+    swapper.join();
+    EXPECT_GT(swaps, 100) << "the writer hardly ran; the race was not exercised";
+    EXPECT_GT(refused, 0) << "no start met the link";
 }
 
 }  // namespace
