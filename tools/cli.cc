@@ -495,7 +495,7 @@ constexpr Spec kSpecs[] = {
 constexpr Spec kExtensionSpecs[] = {
     {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
      process_flag<&ns::ProcessOptions::forward_signals>},
-    {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
+    {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the Unix socket SOCKET names at start",
      [](Options& o, const V& a) {
          o.process.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
      }},
