@@ -420,7 +420,7 @@ constexpr Spec kSpecs[] = {
              throw UsageError("--perms given twice for the same action");
          o.next_perms = parse_mode("--perms", a[0]);
      }},
-    {"size", "BYTES", "Set the size in bytes of the next --tmpfs or --fresh-home",
+    {"size", "BYTES", "Set the size in bytes (and one inode per 2 KiB) of the next --tmpfs or --fresh-home",
      [](Options& o, const V& a) {
          if (o.next_size)
              throw UsageError("--size given twice for the same action");
