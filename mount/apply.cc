@@ -210,9 +210,26 @@ std::string octal(mode_t mode)
 }
 
 // Security: procfs files that reconfigure the host kernel stay read-only even
-// for a sandbox that holds capabilities in its user namespace.
+// for a sandbox that holds capabilities in its user namespace. The keyring
+// lists read empty: /proc/keys names every key the caller's uid may view,
+// in whatever keyring (a Kerberos ticket's principal, a VPN's, an encrypted
+// home's), and /proc/key-users every uid's key counts.
 void cover_proc(int root, const std::string& dest)
 {
+    for (const char* name : {"keys", "key-users"}) {
+        std::string path = dest + "/" + name;
+        UniqueFd target;
+        if (sys::try_openat2(root, path, O_PATH, kInRoot, 0, target) == -ENOENT)
+            continue;  // a kernel without CONFIG_KEYS
+        std::string what = "Can't hide " + path;
+        // The host's /dev/null (the root is still the host's), read-only: a
+        // read finds nothing, a write or a chmod meets EROFS.
+        UniqueFd null(::open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+        if (!null)
+            throw SysError(errno, what);
+        set_attrs(null.get(), 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, what);
+        attach(null.get(), target.get(), what);
+    }
     for (const char* name : {"sys", "sysrq-trigger", "irq", "bus"}) {
         std::string path = dest + "/" + name;
         UniqueFd target;
@@ -496,8 +513,10 @@ struct Applier {
         const std::string what = "Can't mount tmpfs on " + t.dest;
         Target target = mount_point(root, t.dest, true, what, t.parent_mode);
         std::vector<std::pair<const char*, std::string>> params{{"mode", octal(t.mode)}};
-        if (t.size > 0)
+        if (t.size > 0) {
             params.emplace_back("size", std::to_string(t.size));
+            params.emplace_back("nr_inodes", std::to_string(tmpfs_inodes(t.size)));
+        }
         if (t.uid)
             params.emplace_back("uid", std::to_string(*t.uid));
         if (t.gid)

@@ -34,10 +34,24 @@ struct Bind {
     bool optional = false;  // the -try forms: a missing source is skipped
     int fd = -1;  // --bind-fd/--ro-bind-fd: the source is this open fd, not `source`
 };
+// --size bounds a tmpfs's inodes too: one per kBytesPerInode of it, and at
+// least kMinInodes. Security: without it a 1 MiB tmpfs takes the kernel's
+// default, half the RAM's pages: millions of empty files, directories or
+// links, each about 1 KiB of kernel memory that --size never counts. A file
+// with data takes at least a 4 KiB page of the size, so files fill the size
+// before they run out of inodes; the rest leaves room for directories.
+constexpr unsigned long long kBytesPerInode = 2048;
+constexpr unsigned long long kMinInodes = 256;
+constexpr unsigned long long tmpfs_inodes(unsigned long long size)
+{
+    return size / kBytesPerInode > kMinInodes ? size / kBytesPerInode : kMinInodes;
+}
+
 struct Tmpfs {
     std::string dest;
     mode_t mode = kDirMode;
-    unsigned long long size = 0;  // --size in bytes; 0: the kernel's default
+    // --size in bytes (and tmpfs_inodes(size) inodes); 0: the kernel's defaults
+    unsigned long long size = 0;
     mode_t parent_mode = kDirMode;
     bool fresh_home = false;  // --fresh-home (mode 0700, owned by the command)
     // The root directory's owner (ids as the setup process sees them) where it

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,11 +17,12 @@
 #include "ns/caps.h"
 #include "ns/cgroup.h"
 #include "ns/login_file.h"
+#include "relay/host_socket.h"
 
 namespace cocoon::ns {
 
 // --relay PORT SOCKET: 127.0.0.1:PORT and [::1]:PORT inside, relayed to the
-// host's Unix socket SOCKET.
+// host's Unix socket SOCKET (the one found there at start).
 struct RelayEndpoint {
     uint16_t port = 0;
     std::string socket;
@@ -77,11 +79,15 @@ struct CallerFd {
     int get() const { return fd.get(); }
 };
 
-// The caller's fds that the monitor keeps: it writes the reports.
+// The caller's fds that the monitor keeps: it writes the reports, and
+// relays to the host sockets pinned at start.
 struct MonitorFds {
     UniqueFd info;  // --info-fd
     UniqueFd json_status;  // --json-status-fd
     UniqueFd egress_log;  // --egress-log
+    // --relay: each SOCKET opened before the sandbox exists, in command-line
+    // order (relay/host_socket.h); the first process closes its copies.
+    std::vector<std::shared_ptr<const relay::HostSocket>> relay_sockets;
 };
 
 // The caller's fds that the sandbox uses. Each has one user; the monitor

@@ -165,8 +165,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 egress->add_listener(std::move(fd));
         } else if (std::holds_alternative<ListenersMsg>(msg) && relays && listeners_received < process.relays.size()) {
-            // One message per --relay, in command-line order.
-            const std::string& socket = process.relays[listeners_received++].socket;
+            // One message per --relay, in command-line order, as the pinned sockets are.
+            const auto& socket = reports.relay_sockets.at(listeners_received++);
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 relays->add_listener(std::move(fd), socket);
         } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {

@@ -17,7 +17,6 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,13 +27,13 @@
 #include "base/sys_error.h"
 #include "relay/connection.h"
 #include "relay/buffer_pool.h"
+#include "relay/host_socket.h"
 
 namespace cocoon::relay {
 
 struct Listener {
     UniqueFd fd;
-    sockaddr_un target{};
-    socklen_t target_len = 0;
+    std::shared_ptr<const HostSocket> target;
     std::string name;  // "127.0.0.1:8080 -> /run/proxy.sock", for messages
     bool watched = true;
     std::chrono::steady_clock::time_point paused_until{};
@@ -208,7 +207,7 @@ size_t Relay::lent_pipe_count() const
     return m_pipes->lent();
 }
 
-void Relay::add_listener(UniqueFd listener, std::string unix_path)
+void Relay::add_listener(UniqueFd listener, std::shared_ptr<const HostSocket> target)
 {
     // Security: the listener was made inside the sandbox and crossed over SCM_RIGHTS; serve it
     // only if it is what the relay expects, a listening TCP socket.
@@ -218,18 +217,13 @@ void Relay::add_listener(UniqueFd listener, std::string unix_path)
         socket_option(fd, SO_PROTOCOL) != IPPROTO_TCP || socket_option(fd, SO_ACCEPTCONN) != 1)
         throw UsageError("relay: fd " + std::to_string(fd) + " is not a listening TCP socket");
     auto entry = std::make_unique<Listener>();
-    if (unix_path.empty() || unix_path.size() >= sizeof entry->target.sun_path)
-        throw UsageError("relay: socket path must have 1 to " + std::to_string(sizeof entry->target.sun_path - 1) +
-                         " bytes: " + unix_path);
     // accept4 must never block the monitor, and the fd must not reach anything cocoon executes.
     int flags = static_cast<int>(check(::fcntl(fd, F_GETFL), "fcntl(relay listener, F_GETFL)"));
     check(::fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(relay listener, F_SETFL)");
     check(::fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(relay listener, F_SETFD)");
 
-    entry->target.sun_family = AF_UNIX;
-    std::memcpy(entry->target.sun_path, unix_path.data(), unix_path.size());
-    entry->target_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + unix_path.size() + 1);
-    entry->name = local_address(fd) + " -> " + unix_path;
+    entry->name = local_address(fd) + " -> " + target->path();
+    entry->target = std::move(target);
     entry->fd = std::move(listener);
 
     const auto index = static_cast<uint32_t>(m_listeners.size());
@@ -347,15 +341,15 @@ bool Relay::make_spare_unix(Listener& listener)
 void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket)
 {
     Listener& listener = *m_listeners[listener_index];
-    // Security: the target is the host path given on cocoon's command line, connected in the
-    // monitor's mount namespace: the sandbox neither names it nor sees it.
+    // Security: the target is the host socket cocoon's command line named, pinned at start and
+    // connected in the monitor's mount namespace: the sandbox neither names it nor sees it, and
+    // nothing it puts at that path later is reached (relay/host_socket.h).
     // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
     // EAGAIN, never EINPROGRESS. EAGAIN is tried again later (retry_waiting) while the client
     // waits; any other failure closes this client only, and the next one tries again.
     // Clients that wait keep their order: a new one queues behind them.
     const bool queued = !m_waiting.empty();
-    if (queued ||
-        ::connect(unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target), listener.target_len) < 0) {
+    if (queued || ::connect(unix_socket.get(), listener.target->address(), listener.target->address_length()) < 0) {
         const int err = queued ? EAGAIN : errno;
         if (err == EAGAIN) {
             const Clock::time_point now = Clock::now();
@@ -562,8 +556,7 @@ void Relay::retry_waiting(Clock::time_point now)
         while (!m_waiting.empty()) {
             Waiting& w = m_waiting.front();
             Listener& listener = *m_listeners[w.listener];
-            if (::connect(w.unix_socket.get(), reinterpret_cast<const sockaddr*>(&listener.target),
-                          listener.target_len) == 0) {
+            if (::connect(w.unix_socket.get(), listener.target->address(), listener.target->address_length()) == 0) {
                 int one = 1;
                 ::setsockopt(w.tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                 auto connection = std::make_unique<Connection>(std::move(w.tcp), std::move(w.unix_socket), w.listener);

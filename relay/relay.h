@@ -18,6 +18,7 @@ namespace cocoon::relay {
 
 class Connection;
 class BufferPool;
+class HostSocket;
 class PipePool;
 struct Pumps;
 struct Listener;
@@ -79,9 +80,10 @@ public:
     Relay& operator=(const Relay&) = delete;
 
     // Takes a listening TCP socket (bound and listening, AF_INET or AF_INET6); each accepted
-    // connection is relayed to a new connection to the Unix stream socket at unix_path. Throws
-    // UsageError when the fd is not a listening TCP socket or the path does not fit sun_path.
-    void add_listener(UniqueFd listener, std::string unix_path);
+    // connection is relayed to a new connection to `target`, the Unix stream socket pinned at
+    // start (several listeners may share one). Throws UsageError when the fd is not a listening
+    // TCP socket.
+    void add_listener(UniqueFd listener, std::shared_ptr<const HostSocket> target);
 
     // Relays a pair connected by someone else (--egress, once its handshake is done): `client`
     // is the sandbox's TCP socket (the Tcp side), `upstream` the host's. on_close gets the bytes

@@ -421,7 +421,7 @@ constexpr Spec kSpecs[] = {
              throw UsageError("--perms given twice for the same action");
          o.next_perms = parse_mode("--perms", a[0]);
      }},
-    {"size", "BYTES", "Set the size in bytes of the next --tmpfs or --fresh-home",
+    {"size", "BYTES", "Set the size in bytes (and one inode per 2 KiB) of the next --tmpfs or --fresh-home",
      [](Options& o, const V& a) {
          if (o.next_size)
              throw UsageError("--size given twice for the same action");
@@ -496,7 +496,7 @@ constexpr Spec kSpecs[] = {
 constexpr Spec kExtensionSpecs[] = {
     {"forward-signals", "", "Deliver INT TERM HUP QUIT USR1 USR2 WINCH to the command's group",
      process_flag<&ns::ProcessOptions::forward_signals>},
-    {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the host Unix socket SOCKET",
+    {"relay", "PORT SOCKET", "Relay 127.0.0.1:PORT and [::1]:PORT inside to the Unix socket SOCKET names at start",
      [](Options& o, const V& a) {
          o.process.relays.push_back(ns::RelayEndpoint{parse_port("--relay", a[0]), a[1]});
      }},

@@ -5,13 +5,13 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/capability.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -21,6 +21,7 @@
 #include "base/sys_error.h"
 #include "ns/join.h"
 #include "ns/launch.h"
+#include "relay/host_socket.h"
 #include "tools/check.h"
 #include "tools/options.h"
 #include "tools/plan.h"
@@ -191,13 +192,11 @@ int cocoon_main(int argc, char** argv)
             say("<4>", warning);
         const ns::LaunchPlan plan = make_launch_plan(options, read_host(options));
         ns::CallerFds fds = take_caller_fds(options);
-        for (const ns::RelayEndpoint& r : plan.process.relays) {
-            struct stat st;
-            if (::stat(r.socket.c_str(), &st) < 0)
-                throw SysError(errno, "--relay " + std::to_string(r.port) + " " + r.socket);
-            if (!S_ISSOCK(st.st_mode))
-                throw UsageError("--relay " + std::to_string(r.port) + " " + r.socket + ": not a Unix socket");
-        }
+        // Security: each --relay SOCKET is pinned now, before the sandbox exists: a link or
+        // socket put at its path later is never reached (relay/host_socket.h).
+        for (const ns::RelayEndpoint& r : plan.process.relays)
+            fds.monitor.relay_sockets.push_back(std::make_shared<const relay::HostSocket>(
+                r.socket, plan.mounts.no_follow_sources, "--relay " + std::to_string(r.port) + " " + r.socket));
         // The sandbox is gone: the plan's and the options' destructors would
         // only free memory.
         return exit_now(ns::launch(plan, std::move(fds)));

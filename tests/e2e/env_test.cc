@@ -1,5 +1,6 @@
 // End-to-end checks of what the command starts with: hostname, environment
 // edits in command-line order, and working directory.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -32,6 +33,27 @@ TEST(Uts, HostnameOption)
     Result r = in_sandbox({"--unshare-uts", "--hostname", "cocoon-e2e-box"}, {"hostname"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "cocoon-e2e-box\n");
+}
+
+// The README's agent recipe (and tools/run): the caller's environment and hostname stay out; the
+// agent gets PATH, TERM, LANG, HOME and the proxy variables, and the name "sandbox".
+TEST(Env, TheRecipeGivesOnlyWhatItSets)
+{
+    ::setenv("COCOON_E2E_TOKEN", "secret", 1);
+    Result r = in_sandbox({"--unshare-all", "--hostname", "sandbox", "--clearenv", "--setenv", "PATH",
+                           "/usr/local/bin:/usr/bin:/bin", "--setenv", "TERM", "xterm", "--setenv", "LANG", "C.UTF-8",
+                           "--fresh-home", "/home/agent", "--chdir", "/", "--proxy-env", "3128"},
+                          sh("hostname; env | sort"));
+    ::unsetenv("COCOON_E2E_TOKEN");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string proxy = "http://127.0.0.1:3128";
+    EXPECT_EQ(lines(r.out),
+              (std::vector<std::string>{"sandbox", "ALL_PROXY=" + proxy, "HOME=/home/agent", "HTTPS_PROXY=" + proxy,
+                                        "HTTP_PROXY=" + proxy, "LANG=C.UTF-8", "NODE_USE_ENV_PROXY=1",
+                                        "NO_PROXY=127.0.0.1,localhost,::1", "PATH=/usr/local/bin:/usr/bin:/bin",
+                                        "PWD=/", "TERM=xterm", "http_proxy=" + proxy, "https_proxy=" + proxy,
+                                        "no_proxy=127.0.0.1,localhost,::1"}))
+        << r.out;
 }
 
 TEST(Env, SetenvAndUnsetenv)

@@ -4,9 +4,11 @@
 // unprivileged user. The static probe (tests/e2e/probe/escape_probe.cc) makes the system calls
 // and prints each one's errno name. SECURITY.md ("Escape attempts") lists them.
 #include <fcntl.h>
+#include <linux/keyctl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -333,6 +335,48 @@ TEST_F(Escape, FillingATmpfsStopsAtItsSize)
     Result r = cocoon(shape({"--size", "1048576", "--tmpfs", "/t"}, {"/probe", "fill", "/t/fill"}));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(results(r.out)["fill"], "ENOSPC after 1024 KiB") << r.out;
+}
+
+// --size bounds the inodes too (one per 2 KiB, at least 256): a 1 MiB tmpfs or fresh home takes
+// 511 empty files besides its root directory, not millions; an agent's tree of small files still
+// fits a 64 MiB home.
+TEST_F(Escape, FillingATmpfsWithEmptyFilesStopsAtItsInodes)
+{
+    auto tmp = attempt({"files", "/t", "100000"}, {"--size", "1048576", "--tmpfs", "/t"});
+    EXPECT_EQ(tmp["files"], "ENOSPC after 511");
+    auto home = attempt({"files", "/home/small", "100000"}, {"--size", "1048576", "--fresh-home", "/home/small"});
+    EXPECT_EQ(home["files"], "ENOSPC after 511");
+    auto tree = attempt({"tree", "/home/big", "1000", "10"}, {"--size", "67108864", "--fresh-home", "/home/big"});
+    EXPECT_EQ(tree["tree"], "ok 11000");
+}
+
+// /proc/keys names every key the caller's uid may view, whatever keyring holds it, and
+// /proc/key-users counts every uid's keys: inside both read empty, with a new procfs and with the
+// host's bound (no PID namespace), as root keeping capabilities too. The control, that file bound
+// elsewhere, shows the key: the sandbox's uid may view it.
+TEST_F(Escape, ReadingTheCallersKeyNames)
+{
+    const std::string name = unique_marker("cocoon-e2e-key");
+    const long key = ::syscall(SYS_add_key, "user", name.c_str(), "secret", 6, KEY_SPEC_USER_KEYRING);
+    ASSERT_GE(key, 0) << "add_key: " << std::strerror(errno);
+    struct Invalidate {
+        long key;
+        ~Invalidate() { ::syscall(SYS_keyctl, KEYCTL_INVALIDATE, key); }
+    } invalidate{key};
+    ASSERT_TRUE(contains(read_file("/proc/keys"), name));
+
+    const std::vector<std::string> cat = sh("cat /proc/keys /proc/key-users; echo \"cat $?\"");
+    Result control = cocoon(shape({"--ro-bind", "/proc/keys", "/keys"}, sh("cat /keys")));
+    EXPECT_TRUE(contains(control.out, name)) << control.out << control.err;
+    std::vector<std::vector<std::string>> modes = {
+        shape({}, cat), args({minimal_root(), {"--unshare-user", "--unshare-net", "--proc", "/proc"}, no_caps(), cat})};
+    if (is_root())
+        modes.push_back(shape({}, cat, false));
+    for (const auto& options : modes) {
+        Result r = cocoon(options);
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "cat 0\n") << r.err;
+    }
 }
 
 // A fork bomb stops at RLIMIT_NPROC, which the kernel counts per user and per user namespace (the

@@ -598,6 +598,58 @@ TEST_F(Relay, HostSocketIsNotVisibleInside)
     EXPECT_EQ(r.out, "hidden\nhidden\nnot in /proc/net/unix\necho: ok\n") << r.err;
 }
 
+// The agent can write the socket's directory (it is bound read-write) and swaps what is at the
+// socket's path after start: a link to a host socket it cannot see, renamed over it, then another
+// listening socket. Each time the relay still reaches the proxy it found at start, never the decoy;
+// with --no-follow-sources or not.
+TEST_F(Relay, ASwapOfTheSocketAfterStartChangesNothing)
+{
+    TempDir hidden;
+    for (const bool no_follow : {false, true}) {
+        SCOPED_TRACE(no_follow ? "--no-follow-sources" : "links followed");
+        Target proxy(m_socket);
+        Target unseen(hidden / "agent.sock");  // another socket of the caller's: an ssh-agent, say
+        Target planted(m_dir / "decoy.sock");  // one the agent can rename
+        const std::string dir = m_dir.path();
+        const std::string script = "/helper && ln -s " + unseen.path() + " " + dir + "/link && mv -T " + dir +
+                                   "/link " + m_socket + " && /helper && mv -T " + planted.path() + " " + m_socket +
+                                   " && /helper && ls -l " + m_socket + " >&2";
+        std::vector<std::string> options = args({no_caps(), {"--bind", dir, dir, "--setenv", kHelperEnv}});
+        options.push_back(client_spec("echo"));
+        if (no_follow)
+            options.insert(options.begin(), "--no-follow-sources");
+        Result r = run(args({{cocoon_bin()}, sandbox(options), sh(script)}));
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "echo: ok\necho: ok\necho: ok\n") << r.err;
+        EXPECT_TRUE(proxy.wait([](const TargetState& s) { return s.echoes == 3; }, 2000)) << proxy.state().echoes;
+        EXPECT_EQ(unseen.state().echoes, 0);
+        EXPECT_EQ(planted.state().echoes, 0);
+        // The agent did swap them: the host's path names the planted socket now.
+        struct stat at_path;
+        ASSERT_EQ(::stat(m_socket.c_str(), &at_path), 0);
+        EXPECT_TRUE(S_ISSOCK(at_path.st_mode));
+        EXPECT_FALSE(exists(planted.path()));
+    }
+}
+
+// Without --no-follow-sources a link in SOCKET is followed, once, at start (RelayBadInput has the
+// refusal under it).
+TEST_F(Relay, ALinkInTheSocketPathIsFollowedOnceWithoutNoFollowSources)
+{
+    Target proxy(m_socket);
+    ASSERT_EQ(::symlink(m_socket.c_str(), (m_dir / "link.sock").c_str()), 0);
+    ASSERT_EQ(::symlink(m_dir.path().c_str(), (m_dir / "dir").c_str()), 0);
+    for (const std::string& path : {m_dir / "link.sock", m_dir / "dir/proxy.sock"}) {
+        Result r = run(args({{cocoon_bin()},
+                             minimal_root(),
+                             {"--unshare-all", "--relay", kPortText, path, "--ro-bind", m_helper, "/helper"},
+                             {"--setenv", kHelperEnv, client_spec("echo"), "/helper"}}));
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "echo: ok\n") << r.err;
+    }
+    EXPECT_TRUE(proxy.wait([](const TargetState& s) { return s.echoes == 2; }, 2000)) << proxy.state().echoes;
+}
+
 TEST_F(Relay, LargeTransfersArriveIntact)
 {
     Target target(m_socket);
@@ -851,7 +903,8 @@ TEST_F(Relay, ProxyDownClosesOnlyThatConnection)
     ASSERT_TRUE(wait_ready("removed")) << cocoon.out() << cocoon.err();
     ASSERT_EQ(::unlink(m_socket.c_str()), 0);
     go("removed");
-    // A proxy listens again on the same path.
+    // A new proxy listens on the same path: not reached, since the relay keeps to the socket it
+    // found at start (a proxy that keeps its listening socket across a restart is reached).
     ASSERT_TRUE(wait_ready("back")) << cocoon.out() << cocoon.err();
     target = std::make_unique<Target>(m_socket);
     go("back");
@@ -869,9 +922,10 @@ TEST_F(Relay, ProxyDownClosesOnlyThatConnection)
     }
     EXPECT_EQ(out[2], "burst: 20 of 20 reset");
     EXPECT_EQ(out[4], "kept: ok");
-    EXPECT_EQ(out[5], "back: ok");
+    EXPECT_EQ(out[5], "back: failed");
+    EXPECT_EQ(target->state().echoes, 0);
 
-    // The failures are reported on cocoon's stderr, and rate-limited: 22 of them in well under a
+    // The failures are reported on cocoon's stderr, and rate-limited: 23 of them in well under a
     // second make at most three lines.
     const std::vector<std::string> err = lines(cocoon.err());
     EXPECT_GE(err.size(), 1u);
@@ -1009,6 +1063,17 @@ TEST_F(RelayBadInput, NotASocket)
     expect_refused_at_once({"--unshare-all", "--relay", "3128", m_dir.path()}, {"--relay", m_dir.path(), "socket"});
 }
 
+TEST_F(RelayBadInput, ALinkUnderNoFollowSources)
+{
+    // A link at the socket itself, and one in a directory on the way.
+    Target target(m_socket);
+    ASSERT_EQ(::symlink(m_socket.c_str(), (m_dir / "link.sock").c_str()), 0);
+    ASSERT_EQ(::symlink(m_dir.path().c_str(), (m_dir / "dir").c_str()), 0);
+    for (const std::string& path : {m_dir / "link.sock", m_dir / "dir/proxy.sock"})
+        expect_refused_at_once({"--no-follow-sources", "--unshare-all", "--relay", "3128", path},
+                               {"--relay 3128 " + path, "symbolic link", "--no-follow-sources"});
+}
+
 TEST_F(RelayBadInput, SamePortTwice)
 {
     Target target(m_socket);
@@ -1032,9 +1097,10 @@ TEST_F(RelayBadInput, BadPort)
     expect_refused_at_once({"--unshare-all", "--proxy-env", "0"}, {"--proxy-env"});
 }
 
-TEST_F(RelayBadInput, SocketPathTooLong)
+// A socket whose absolute path does not fit in sun_path: it is reached all the same, since the
+// relay connects through its pinned fd's short /proc path.
+TEST_F(Relay, ASocketPathLongerThanSunPath)
 {
-    // A socket whose absolute path does not fit in sun_path (bound through a short /proc path).
     const std::string deep = m_dir / std::string(100, 'd');
     ASSERT_EQ(::mkdir(deep.c_str(), 0755), 0);
     UniqueFd dir(::open(deep.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -1043,7 +1109,12 @@ TEST_F(RelayBadInput, SocketPathTooLong)
     const std::string long_path = deep + "/proxy.sock";
     ASSERT_GT(long_path.size(), sizeof(sockaddr_un::sun_path));
     ASSERT_TRUE(exists(long_path));
-    expect_refused_at_once({"--unshare-all", "--relay", "3128", long_path}, {"relay", long_path});
+    Result r = run(args({{cocoon_bin()},
+                         minimal_root(),
+                         {"--unshare-all", "--relay", kPortText, long_path, "--ro-bind", m_helper, "/helper"},
+                         {"--setenv", kHelperEnv, client_spec("echo"), "/helper"}}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "echo: ok\n") << r.err;
 }
 
 // ---- --egress ------------------------------------------------------------------------------------

@@ -170,3 +170,14 @@ TEST(MakePlan, DevWithAConsoleBindsItLast)
     for (const Op& op : without.ops)
         EXPECT_NE(dest_of(op), "/dev/console");
 }
+
+TEST(TmpfsInodes, OnePer2KibOfSizeAtLeast256)
+{
+    // One inode per 2 KiB of --size, at least 256.
+    EXPECT_EQ(tmpfs_inodes(1 << 20), 512u);
+    EXPECT_EQ(tmpfs_inodes(64ull << 20), 32768u);
+    EXPECT_EQ(tmpfs_inodes(1ull << 30), 524288u);
+    EXPECT_EQ(tmpfs_inodes(4096), 256u);
+    EXPECT_EQ(tmpfs_inodes(1), 256u);
+    EXPECT_EQ(tmpfs_inodes(0x7fffffffffffffffULL), 0x7fffffffffffffffULL / 2048);
+}

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <gtest/gtest.h>
 
@@ -11,12 +12,16 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
+#include "relay/host_socket.h"
 #include "relay/relay.h"
 #include "tests/support/process.h"
 #include "tests/unit/relay_harness.h"
@@ -44,10 +49,15 @@ protected:
     {
         UniqueFd listener = listen_on(loopback(family));
         Address addr = address_of(listener.get());
-        relay.add_listener(std::move(listener), socket_path());
+        relay.add_listener(std::move(listener), pin(socket_path()));
         return addr;
     }
     std::string socket_path() const { return m_dir / "proxy.sock"; }
+    // The socket at path, pinned as the monitor pins a --relay's (it must exist).
+    static std::shared_ptr<const relay::HostSocket> pin(const std::string& path, bool no_follow = true)
+    {
+        return std::make_shared<const relay::HostSocket>(path, no_follow, "--relay 3128 " + path);
+    }
 
     // One connection through a running relay: a proxy listening on
     // socket_path(), the relay and its thread, the client's end and the
@@ -435,40 +445,64 @@ TEST_F(RelayTest, ServesAThousandConcurrentConnections)
     EXPECT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
 }
 
-TEST_F(RelayTest, ProxyDownClosesOnlyThatClientAndRecovers)
+// The proxy's listener closes (its file stays): each client is reset at once, the relay goes on
+// serving its other listeners, and the failures are reported.
+TEST_F(RelayTest, ProxyDownClosesOnlyThatClient)
 {
     testing::internal::CaptureStderr();  // the default sink writes to stderr
     std::string err;
     Address addr;
     {
+        UniqueFd proxy = listen_on(unix_address(socket_path()));
+        EchoServer other(m_dir / "other.sock");
         relay::Relay relay;
         addr = listen(relay);
+        UniqueFd other_listener = listen_on(loopback());
+        const Address other_addr = address_of(other_listener.get());
+        relay.add_listener(std::move(other_listener), pin(m_dir / "other.sock"));
         RelayRunner runner(relay);
 
-        // No socket file.
+        proxy.reset();
         expect_refused_promptly(addr);
-        // A socket file nobody listens on.
-        {
-            UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-            const Address sun = unix_address(socket_path());
-            ASSERT_EQ(::bind(stale.get(), sun.get(), sun.len), 0);
-        }
         expect_refused_promptly(addr);
         EXPECT_EQ(relay.connection_count(), 0u);
 
-        // The proxy is back: the next client gets through, and the relay never stopped.
-        ::unlink(socket_path().c_str());
-        EchoServer server(socket_path());
-        UniqueFd third = connect_to(addr);
-        EXPECT_TRUE(echoes(third.get(), "back again"));
+        UniqueFd client = connect_to(other_addr);
+        EXPECT_TRUE(echoes(client.get(), "still serving"));
         runner.stop();
         relay.close_all();  // reports what was suppressed
         err = testing::internal::GetCapturedStderr();
     }
     const std::string name = "cocoon: relay: 127.0.0.1:" + std::to_string(port_of(addr)) + " -> " + socket_path();
-    EXPECT_NE(err.find(name + ": connect: No such file or directory\n"), std::string::npos) << err;
+    EXPECT_NE(err.find(name + ": connect: Connection refused\n"), std::string::npos) << err;
     // The second failure came within the same second: counted, then reported on close.
     EXPECT_NE(err.find(name + ": 1 more failure, the last: connect: Connection refused\n"), std::string::npos) << err;
+}
+
+// The socket is pinned when the listener is added: what is at its path later is never reached,
+// neither a link to another socket renamed over it nor another socket; connections still reach the
+// socket found at the start, which no longer has a name.
+TEST_F(RelayTest, ASwapAtTheSocketPathChangesNothing)
+{
+    EchoServer proxy(socket_path());
+    UniqueFd decoy = listen_on(unix_address(m_dir / "decoy.sock"));
+    relay::Relay relay;
+    Address addr = listen(relay);
+    RelayRunner runner(relay);
+
+    UniqueFd before = connect_to(addr);
+    EXPECT_TRUE(echoes(before.get(), "before"));
+    ASSERT_EQ(::symlink((m_dir / "decoy.sock").c_str(), (m_dir / "link").c_str()), 0);
+    ASSERT_EQ(::rename((m_dir / "link").c_str(), socket_path().c_str()), 0);
+    UniqueFd through_link = connect_to(addr);
+    EXPECT_TRUE(echoes(through_link.get(), "after a link"));
+    ASSERT_EQ(::rename((m_dir / "decoy.sock").c_str(), socket_path().c_str()), 0);
+    UniqueFd through_socket = connect_to(addr);
+    EXPECT_TRUE(echoes(through_socket.get(), "after a socket"));
+    // The decoy was never connected to.
+    ASSERT_EQ(::fcntl(decoy.get(), F_SETFL, O_NONBLOCK), 0);
+    EXPECT_LT(::accept4(decoy.get(), nullptr, nullptr, SOCK_CLOEXEC), 0);
+    EXPECT_EQ(errno, EAGAIN);
 }
 
 TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
@@ -477,6 +511,8 @@ TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
     relay::RelayOptions options;
     options.log = log.sink();
     relay::Relay relay(options);
+    // A socket file nobody listens on.
+    listen_on(unix_address(socket_path())).reset();
     Address addr = listen(relay);
     RelayRunner runner(relay);
 
@@ -487,9 +523,8 @@ TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
     ASSERT_EQ(lines.size(), 2u);
     for (const auto& line : lines)
         EXPECT_EQ(line.second.rfind("cocoon: relay: 127.0.0.1:", 0), 0u) << line.second;
-    EXPECT_NE(lines[0].second.find("connect: No such file or directory"), std::string::npos);
-    EXPECT_NE(lines[1].second.find(": 29 more failures, the last: connect: No such file or directory"),
-              std::string::npos)
+    EXPECT_NE(lines[0].second.find("connect: Connection refused"), std::string::npos);
+    EXPECT_NE(lines[1].second.find(": 29 more failures, the last: connect: Connection refused"), std::string::npos)
         << lines[1].second;
     EXPECT_GE(lines[1].first - lines[0].first, 950ms);
 }
@@ -502,9 +537,9 @@ TEST_F(RelayTest, FullProxyBacklogQueuesTheExtraClient)
     relay::RelayOptions options;
     options.log = log.sink();
     relay::Relay relay(options);
-    Address addr = listen(relay);
     // Backlog 0 takes one connection that nobody accepts; the next connect is EAGAIN.
     UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
+    Address addr = listen(relay);
     RelayRunner runner(relay);
 
     UniqueFd first = connect_to(addr);
@@ -537,8 +572,8 @@ TEST_F(RelayTest, AClientWaitingTooLongIsReset)
     options.log = log.sink();
     options.connect_retry_total = 200ms;
     relay::Relay relay(options);
-    Address addr = listen(relay);
     UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
+    Address addr = listen(relay);
     RelayRunner runner(relay);
 
     UniqueFd first = connect_to(addr);
@@ -558,13 +593,13 @@ TEST_F(RelayTest, AClientWaitingTooLongIsReset)
 
 TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
 {
-    EchoServer server(socket_path());
+    std::optional<EchoServer> server(std::in_place, socket_path());
     LogLines log;
     relay::RelayOptions options;
     options.log = log.sink();
     relay::Relay relay(options);
     Address addr = listen(relay);
-    const size_t baseline = count_fds();
+    const size_t baseline = count_fds() - 1;  // less the proxy's listener, which closes below
     {
         RelayRunner runner(relay);
         // 2,000 connections, 20 at a time: echoes, with every fourth batch reset by its clients.
@@ -581,10 +616,9 @@ TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
                 }
             }
         }
-        ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 0 && server.open_connections() == 0; }));
-        // And 200 that fail: the proxy is gone.
-        server.stop();
-        ::unlink(socket_path().c_str());
+        ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 0 && server->open_connections() == 0; }));
+        // And 200 that fail: the proxy is gone (its listener closed).
+        server.reset();
         for (int i = 0; i < 200; ++i)
             expect_refused_promptly(addr);
         ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 0; }));
@@ -597,7 +631,7 @@ TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
     EXPECT_EQ(count_fds(), baseline + 2 * relay.spare_pipe_count());
     EXPECT_LE(relay.spare_buffer_count(), relay::Relay::kMaxSpareBytes / relay::RelayOptions().buffer_size);
     relay.close_all();
-    EXPECT_EQ(count_fds(), baseline - 2);  // the listener and the spare Unix socket
+    EXPECT_EQ(count_fds(), baseline - 3);  // the listener, the spare Unix socket and the pinned one
 }
 
 TEST_F(RelayTest, ServesIpv6Loopback)
@@ -723,16 +757,50 @@ TEST_F(RelayTest, CloseAllAndTheDestructorCloseEverything)
 TEST_F(RelayTest, RejectsWhatIsNotAListeningTcpSocket)
 {
     relay::Relay relay;
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
+    const auto target = pin(socket_path());
     UniqueFd udp(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    EXPECT_THROW(relay.add_listener(std::move(udp), socket_path()), UsageError);
+    EXPECT_THROW(relay.add_listener(std::move(udp), target), UsageError);
     UniqueFd unconnected(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    EXPECT_THROW(relay.add_listener(std::move(unconnected), socket_path()), UsageError);
-    EXPECT_THROW(relay.add_listener(listen_on(unix_address(m_dir / "other.sock")), socket_path()), UsageError);
+    EXPECT_THROW(relay.add_listener(std::move(unconnected), target), UsageError);
+    EXPECT_THROW(relay.add_listener(listen_on(unix_address(m_dir / "other.sock")), target), UsageError);
     UniqueFd not_socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    EXPECT_THROW(relay.add_listener(std::move(not_socket), socket_path()), SysError);
-    EXPECT_THROW(relay.add_listener(listen_on(loopback()), std::string(200, 'x')), UsageError);
-    EXPECT_THROW(relay.add_listener(listen_on(loopback()), ""), UsageError);
-    EXPECT_NO_THROW(relay.add_listener(listen_on(loopback()), socket_path()));
+    EXPECT_THROW(relay.add_listener(std::move(not_socket), target), SysError);
+    EXPECT_NO_THROW(relay.add_listener(listen_on(loopback()), target));
+    EXPECT_NO_THROW(relay.add_listener(listen_on(loopback(AF_INET6)), target));
+}
+
+// What a --relay SOCKET must be at start, and how each refusal reads.
+TEST_F(RelayTest, PinsOnlyASocket)
+{
+    const auto message = [](const std::function<void()>& pin_it) -> std::string {
+        try {
+            pin_it();
+        } catch (const std::exception& e) {
+            return e.what();
+        }
+        return "(pinned)";
+    };
+    const std::string missing = m_dir / "missing.sock";
+    EXPECT_EQ(message([&] { pin(missing); }), "--relay 3128 " + missing + ": No such file or directory");
+    test::write_file(m_dir / "file", "not a socket");
+    EXPECT_EQ(message([&] { pin(m_dir / "file"); }), "--relay 3128 " + m_dir / "file" + ": not a Unix socket");
+    EXPECT_EQ(message([&] { pin(m_dir.path()); }), "--relay 3128 " + m_dir.path() + ": not a Unix socket");
+
+    // A link, at the end or in the middle: refused with no_follow, followed once without.
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
+    ASSERT_EQ(::symlink(socket_path().c_str(), (m_dir / "link.sock").c_str()), 0);
+    ASSERT_EQ(::symlink(m_dir.path().c_str(), (m_dir / "dir").c_str()), 0);
+    for (const std::string& path : {m_dir / "link.sock", m_dir / "dir/proxy.sock"}) {
+        EXPECT_EQ(message([&] { pin(path); }),
+                  "--relay 3128 " + path + ": a component is a symbolic link (refused by --no-follow-sources)");
+        EXPECT_EQ(message([&] { pin(path, false); }), "(pinned)");
+    }
+    // The address is the fd's /proc link, whatever the path's length.
+    const auto pinned = pin(socket_path());
+    const std::string address(reinterpret_cast<const sockaddr_un*>(pinned->address())->sun_path);
+    EXPECT_EQ(address.rfind("/proc/self/fd/", 0), 0u) << address;
+    EXPECT_EQ(pinned->path(), socket_path());
 }
 
 namespace cocoon::relay {

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "relay/host_socket.h"
 #include "relay/relay.h"
 #include "tests/support/socket.h"
 
@@ -343,7 +344,7 @@ void run_relay(UniqueFd listener, const std::string& path, const Options& o)
     ::signal(SIGPIPE, SIG_IGN);  // as the monitor does: splice raises it when a peer is gone
     options.max_connections = static_cast<size_t>(o.idle) + 1000;
     cocoon::relay::Relay relay(options);
-    relay.add_listener(std::move(listener), path);
+    relay.add_listener(std::move(listener), std::make_shared<const cocoon::relay::HostSocket>(path, true, "relay"));
     const auto deadline = Clock::now() + kLifetime;
     while (Clock::now() < deadline)
         relay.run_once(1000);

@@ -19,6 +19,8 @@
 //        cocoon_escape_probe mknod PATH            a character device (1,3: /dev/null's numbers)
 //        cocoon_escape_probe fds                   the open fds, then fstat of fd 7
 //        cocoon_escape_probe fill PATH             writes PATH until refused; prints KiB written
+//        cocoon_escape_probe files DIR MOST        empty files in DIR until refused (MOST at most)
+//        cocoon_escape_probe tree DIR DIRS FILES   DIRS directories of FILES 100-byte files each
 //        cocoon_escape_probe forkbomb MOST         forks until refused (MOST at most); how many
 //        cocoon_escape_probe setid FILE            chmod u+s, security.capability, chown FILE
 //        cocoon_escape_probe overlay LOWER NAME WT copy LOWER/NAME up into WT through an overlay
@@ -231,6 +233,44 @@ int fill(const std::string& path)
     return 0;
 }
 
+// Empty files DIR/0, DIR/1, ... until one is refused or `most` are made: "files ERR after N" or
+// "files unbounded after N".
+int files(const std::string& dir, long most)
+{
+    long made = 0;
+    int fd = -1;
+    while (made < most && (fd = ::open((dir + "/" + std::to_string(made)).c_str(),
+                                       O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644)) >= 0) {
+        ::close(fd);
+        ++made;
+    }
+    std::printf("files %s after %ld\n", fd < 0 ? errno_name(errno) : "unbounded", made);
+    return 0;
+}
+
+// What an agent's tree looks like to a filesystem: `dirs` directories of `per_dir` files of 100
+// bytes. Prints "tree ok N" (N: inodes made), or "tree ERR after N".
+int tree(const std::string& root, long dirs, long per_dir)
+{
+    const std::string line(100, 'x');
+    long made = 0;
+    for (long d = 0; d < dirs; ++d) {
+        const std::string dir = root + "/d" + std::to_string(d);
+        if (::mkdir(dir.c_str(), 0755) < 0)
+            return std::printf("tree %s after %ld\n", errno_name(errno), made), 0;
+        ++made;
+        for (long f = 0; f < per_dir; ++f) {
+            int fd = ::open((dir + "/f" + std::to_string(f)).c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+            if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+                return std::printf("tree %s after %ld\n", errno_name(errno), made), 0;
+            ::close(fd);
+            ++made;
+        }
+    }
+    std::printf("tree ok %ld\n", made);
+    return 0;
+}
+
 // Forks until refused or `most` children, each waiting to be killed; prints how many, and the
 // error ("unbounded" if none came).
 int forkbomb(long most)
@@ -391,6 +431,10 @@ int attempt(const std::string& what, char** arg, int count)
         return fds();
     } else if (what == "fill" && count == 1) {
         return fill(a0);
+    } else if (what == "files" && count == 2) {
+        return files(a0, std::atol(a1.c_str()));
+    } else if (what == "tree" && count == 3) {
+        return tree(a0, std::atol(a1.c_str()), std::atol(arg[2]));
     } else if (what == "forkbomb" && count == 1) {
         return forkbomb(std::atol(a0.c_str()));
     } else if (what == "setid" && count == 1) {
