@@ -46,36 +46,7 @@ pid_t start(const std::vector<std::string>& args, const std::string& out_path)
 {
     std::vector<std::string> argv = {cocoon_bin()};
     argv.insert(argv.end(), args.begin(), args.end());
-    pid_t pid = ::fork();
-    if (pid == 0) {
-        int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (out < 0 || in < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)
-            ::_exit(127);
-        std::vector<char*> cargv;
-        for (std::string& a : argv)
-            cargv.push_back(a.data());
-        cargv.push_back(nullptr);
-        ::execv(cargv[0], cargv.data());
-        ::_exit(127);
-    }
-    return pid;
-}
-
-// Waits for pid (at most timeout_ms, then SIGKILL); its exit code or 128+signal.
-int finish(pid_t pid, int timeout_ms = 20000)
-{
-    int status = 0;
-    for (int waited = 0; ::waitpid(pid, &status, WNOHANG) == 0; waited += 10) {
-        if (waited >= timeout_ms) {
-            ADD_FAILURE() << "cocoon did not exit in " << timeout_ms << " ms";
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return start_logged(argv, out_path);
 }
 
 TEST(LoginFile, InPlaceAndRenameRenewalsReachSrcWhileTheSandboxRunsAndKeepItsMode)
@@ -191,7 +162,7 @@ TEST(LoginFile, SrcIsAlwaysOneWholeVersionWhenCocoonIsKilledDuringWriteBacks)
                           logs / "out");
         std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 1200));
         ::kill(pid, SIGKILL);
-        EXPECT_EQ(finish(pid), 128 + SIGKILL);
+        EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
         const std::string src = read_file(dir / "cred");
         int k = -1;
         if (src.rfind("token-", 0) == 0)
@@ -224,7 +195,7 @@ TEST(LoginFile, TwoSandboxesShareOneSrc)
     ASSERT_EQ(b.code, 0) << b.err;
     EXPECT_EQ(lines(b.out)[0], "v1");
     EXPECT_FALSE(contains(b.out, "timeout"));
-    EXPECT_EQ(finish(a), 0);
+    EXPECT_EQ(wait_exit(a), 0);
     EXPECT_EQ(read_file(logs / "a"), "A v2\n");
     EXPECT_EQ(read_file(dir / "cred"), "v2");
 }
@@ -242,7 +213,7 @@ TEST(LoginFile, ASandboxThatChangedItsOwnCopyKeepsItAndSavesItLast)
     Result b = in_sandbox(login(dir), sh("printf v2 > /home/agent/.cred; " + wait_src("B", "v2")));
     ASSERT_EQ(b.code, 0) << b.err;
     EXPECT_FALSE(contains(b.out, "timeout"));
-    EXPECT_EQ(finish(a), 0);
+    EXPECT_EQ(wait_exit(a), 0);
     std::vector<std::string> out = lines(read_file(logs / "a"));
     ASSERT_EQ(out.size(), 2U) << read_file(logs / "a");
     EXPECT_EQ(out[0], "A a-own");
@@ -321,7 +292,7 @@ TEST(LoginFile, AnAgentsLockOnSrcsDirectoryDoesNotStallTheMonitor)
     EXPECT_EQ(read_file(dir / "cred"), "v1");
     const auto asked = std::chrono::steady_clock::now();
     ::kill(pid, SIGTERM);
-    EXPECT_EQ(finish(pid, 5000), 128 + SIGTERM);
+    EXPECT_EQ(wait_exit(pid, 5000), 128 + SIGTERM);
     EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(3)) << read_file(logs / "out");
     EXPECT_EQ(read_file(dir / "cred"), "renewed") << read_file(logs / "out");
 }
@@ -358,7 +329,7 @@ void renewals_with_a_slow_writer(int sandboxes, int renewals, const std::string&
                                    sh(script)}),
                              logs / std::to_string(k)));
     for (size_t k = 0; k < pids.size(); ++k)
-        EXPECT_EQ(finish(pids[k], 120000), 0) << read_file(logs / std::to_string(k));
+        EXPECT_EQ(wait_exit(pids[k], 120000), 0) << read_file(logs / std::to_string(k));
     stop = true;
     reader.join();
     EXPECT_TRUE(bad.empty()) << bad.size() << " of " << reads << " reads saw a partial SRC, e.g. '" << bad[0] << "'";

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace cocoon::test {
 
@@ -90,6 +91,40 @@ Result run(const std::vector<std::string>& argv, const std::string& input, int t
     if (timed_out)
         ADD_FAILURE() << "timed out after " << timeout_ms << " ms: " << argv[0];
     return r;
+}
+
+pid_t start_logged(const std::vector<std::string>& argv, const std::string& out_path)
+{
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (out < 0 || in < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)
+            ::_exit(127);
+        std::vector<std::string> copy = argv;
+        std::vector<char*> cargv;
+        for (std::string& a : copy)
+            cargv.push_back(a.data());
+        cargv.push_back(nullptr);
+        ::execv(cargv[0], cargv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+
+int wait_exit(pid_t pid, int timeout_ms)
+{
+    int status = 0;
+    for (int waited = 0; ::waitpid(pid, &status, WNOHANG) == 0; waited += 10) {
+        if (waited >= timeout_ms) {
+            ADD_FAILURE() << "process " << pid << " did not exit in " << timeout_ms << " ms";
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 Result cocoon(const std::vector<std::string>& args, const std::string& input)

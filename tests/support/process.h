@@ -23,6 +23,14 @@ std::string cocoon_bin();
 // runs longer than timeout_ms.
 Result run(const std::vector<std::string>& argv, const std::string& input = "", int timeout_ms = 20000);
 
+// Starts argv[0] (no PATH lookup) on its own, stdin from /dev/null, stdout
+// and stderr into out_path; its pid (see wait_exit).
+pid_t start_logged(const std::vector<std::string>& argv, const std::string& out_path);
+
+// Waits for pid (at most timeout_ms, then SIGKILL and a test failure); its
+// exit code or 128+signal.
+int wait_exit(pid_t pid, int timeout_ms = 20000);
+
 // run({cocoon_bin(), args...}).
 Result cocoon(const std::vector<std::string>& args, const std::string& input = "");
 
