@@ -32,7 +32,6 @@ struct CgroupOptions {
 struct OwnCgroup {
     std::string mount;  // e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified
     std::string dir;  // the caller's cgroup as a path under mount
-    bool delegated = false;  // user.delegate or trusted.delegate is "1", and it is writable
     bool writable = false;  // the caller may make cgroups in it and move processes there
     // Mounted with nsdelegate: the kernel then refuses any move between
     // cgroups that a writer's cgroup namespace does not both show.

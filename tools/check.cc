@@ -173,8 +173,8 @@ int run_check()
                    : "",
            false);
 
-    // 7. cgroup v2, and whether the caller's own cgroup was delegated to it:
-    // what resource accounting and limits will use (ns/cgroup.h).
+    // 7. cgroup v2, and whether the caller may make cgroups in its own: what
+    // the sandbox's cgroup, resource accounting and limits will use (ns/cgroup.h).
     const ns::OwnCgroup own = ns::own_cgroup();
     r.line(!own.mount.empty(), "cgroup v2" + (own.mount.empty() ? std::string() : " at " + own.mount),
            "not mounted: resource use is sampled, --memory-max and --pids-max are unavailable", false);
@@ -183,8 +183,13 @@ int run_check()
         r.line(ns::cgroup_offers(own.mount, "memory") && ns::cgroup_offers(own.mount, "pids"),
                "cgroup v2 memory and pids controllers (" + controllers + ")",
                "missing: memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
-        r.line(own.delegated, "own cgroup " + own.dir + " delegated (a report puts the sandbox in a child cgroup)",
-               "not delegated: give --cgroup-parent DIR, or run under systemd-run --user --scope -p Delegate=yes",
+        r.line(own.writable, "own cgroup " + own.dir + " writable (a sandbox gets a cgroup of its own below it)",
+               "not writable: a sandbox stays in it, which the agent cannot write either; give --cgroup-parent "
+               "DIR, or run under systemd-run --user --scope -p Delegate=yes",
+               false);
+        r.line(own.nsdelegate, "cgroup v2 mounted with nsdelegate (PID 1 is out of the agent's cgroup reach)",
+               "no nsdelegate: an unprivileged caller's agent can move PID 1 into its own cgroup (root: "
+               "--host-user closes it)",
                false);
     }
 

@@ -66,11 +66,11 @@ protected:
             m_parent = m_own.mount + "/cocoon-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
             ASSERT_EQ(::mkdir(m_parent.c_str(), 0755), 0) << m_parent << ": " << std::strerror(errno);
             m_made = true;
-        } else if (m_own.delegated) {
+        } else if (m_own.writable) {
             m_parent = m_own.dir;
         } else {
             GTEST_SKIP() << "the caller's cgroup " << m_own.dir
-                         << " is not delegated to it (tools/test runs the unprivileged pass in one that is)";
+                         << " is not writable by it (tools/test runs the unprivileged pass in one delegated to it)";
         }
     }
     void TearDown() override

@@ -20,7 +20,8 @@ TEST(OwnCgroup, AHybridHostHasItBesideV1)
     OwnCgroup own = parse_own_cgroup(kHybrid, "4:memory:/x\n0::/\n");
     EXPECT_EQ(own.mount, "/sys/fs/cgroup/unified");
     EXPECT_EQ(own.dir, "/sys/fs/cgroup/unified");
-    EXPECT_FALSE(own.delegated);
+    EXPECT_FALSE(own.writable);
+    EXPECT_FALSE(own.nsdelegate);
 }
 
 TEST(OwnCgroup, AUnifiedHostNamesTheCallersCgroup)
@@ -30,6 +31,7 @@ TEST(OwnCgroup, AUnifiedHostNamesTheCallersCgroup)
                          "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-1.scope\n");
     EXPECT_EQ(own.mount, "/sys/fs/cgroup");
     EXPECT_EQ(own.dir, "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/run-1.scope");
+    EXPECT_TRUE(own.nsdelegate);  // systemd's mount option, read from the superblock's options
 }
 
 // A container's cgroup2 mount may show a subtree of the hierarchy (mountinfo's
