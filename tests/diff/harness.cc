@@ -330,10 +330,13 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
             line = normalise_ns(line);
         if (line == "ns pid new")
             own_pid_ns = true;
-        // In a delegated cgroup (the unprivileged pass) a report makes cocoon put the sandbox in a
-        // child cgroup of the caller's, cocoon-PID (tests/e2e/cgroup_test.cc checks it).
+        // Wherever the caller may make cgroups in its own (root; the unprivileged pass's delegated
+        // cgroup), cocoon runs the command in cocoon-PID/command below it (README, row all_rows;
+        // tests/e2e/cgroup_test.cc checks it).
         if (line.rfind("cgroup ", 0) == 0)
-            line = std::regex_replace(line, std::regex("(0::[^ ]*)/cocoon-[0-9]+"), "$1");
+            line = std::regex_replace(line, std::regex("(0::[^ ]*)/cocoon-[0-9]+(-[0-9]+)?(/command)?"), "$1");
+        if (line.rfind("cgroup ", 0) == 0)
+            line = std::regex_replace(line, std::regex("0::$"), "0::/");
         add(line);
     }
     // Host pids differ between any two runs; outside a new PID namespace only their comm compares.
