@@ -78,7 +78,7 @@ const std::vector<Row>& rows()
         {.name = "hostname_without_uts", .options = cat({{"--hostname", "box"}, kOwnProc})},
         {.name = "unshare_cgroup",
          .options = cat({{"--unshare-cgroup"}, kOwnProc}),
-         .differs = {"-pid1-ns same", "+pid1-ns other"}},
+         .differs_root = {"-pid1-ns same", "+pid1-ns other"}},
         {.name = "unshare_cgroup_try", .options = cat({{"--unshare-cgroup-try"}, kHostProc})},
         {.name = "unshare_all", .options = userns({"--proc", "/proc"}, "--unshare-all")},
         {.name = "unshare_all_share_net", .options = userns({"--share-net", "--proc", "/proc"}, "--unshare-all")},
