@@ -75,9 +75,23 @@ protected:
     }
     void TearDown() override
     {
+        for (const std::string& dir : m_private)
+            EXPECT_EQ(::rmdir(dir.c_str()), 0) << dir << " is left: " << std::strerror(errno);
         if (m_made) {
             EXPECT_EQ(::rmdir(m_parent.c_str()), 0) << m_parent << " is left: " << std::strerror(errno);
         }
+    }
+
+    // A parent of this test's own below m_parent, for a test that checks
+    // what is left in it (the unprivileged pass shares its delegated cgroup
+    // with the other tests that run meanwhile); removed at the end.
+    std::string private_parent()
+    {
+        static std::atomic<int> serial;
+        std::string dir = m_parent + "/private-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+        EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);
+        m_private.insert(m_private.begin(), dir);
+        return dir;
     }
 
     // The cgroup of a sandbox's command as /proc/self/cgroup shows it ("0::PATH").
@@ -96,6 +110,7 @@ protected:
 
     ns::OwnCgroup m_own;
     std::string m_parent;
+    std::vector<std::string> m_private;
     bool m_made = false;
 };
 
@@ -127,7 +142,18 @@ TEST_F(Cgroup, WhatTheCommandLeftIsKilled)
     ASSERT_EQ(control.code, 0) << control.err;
     const pid_t survivor = static_cast<pid_t>(std::stol(control.out));
     EXPECT_FALSE(ends(survivor)) << "without a PID namespace the background process should outlive the sandbox";
+    // It keeps the cgroup the sandbox got unasked (cocoon-PID/command); both go with it here.
+    std::string left;
+    for (const std::string& line : lines(read_file("/proc/" + std::to_string(survivor) + "/cgroup")))
+        if (line.rfind("0::", 0) == 0)
+            left = m_own.mount + line.substr(3);
     ::kill(survivor, SIGKILL);
+    EXPECT_TRUE(ends(survivor));
+    if (left.size() > m_own.mount.size() + 8 && left.compare(left.size() - 8, 8, "/command") == 0) {
+        for (int i = 0; i < 100 && ::rmdir(left.c_str()) < 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        EXPECT_EQ(::rmdir(left.substr(0, left.size() - 8).c_str()), 0) << left << ": " << std::strerror(errno);
+    }
 
     for (const auto& asked :
          {std::vector<std::string>{"--cgroup-parent", m_parent}, std::vector<std::string>{"--json-status-fd", "2"}}) {
@@ -188,15 +214,16 @@ std::vector<std::string> sandbox_cgroups(const std::string& dir)
 // sandbox's, and no more than cgroup.max.descendants can be made.
 TEST_F(Cgroup, TheAgentsCgroupsAreBoundedAndRemovedWithTheSandboxs)
 {
+    const std::string parent = private_parent();
     Result r =
-        in_sandbox({"--cgroup-parent", m_parent, "--unshare-cgroup", "--unshare-pid", "--proc", "/proc", "--dev",
-                    "/dev", "--tmpfs", "/tmp"},
+        in_sandbox({"--cgroup-parent", parent, "--unshare-cgroup", "--unshare-pid", "--proc", "/proc", "--dev", "/dev",
+                    "--tmpfs", "/tmp"},
                    sh("unshare -UrmC sh -c 'mount -t cgroup2 none /tmp && mkdir -p /tmp/a0/b/c && for i in $(seq "
                       "80); do mkdir /tmp/a$i 2>/dev/null; done; find /tmp -mindepth 1 -type d | wc -l'"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, std::to_string(ns::kMaxDescendants - 1) + "\n");  // the command's leaf is one of them
     EXPECT_EQ(r.err, "");
-    EXPECT_TRUE(sandbox_cgroups(m_parent).empty()) << sandbox_cgroups(m_parent)[0] << " is left";
+    EXPECT_TRUE(sandbox_cgroups(parent).empty()) << sandbox_cgroups(parent)[0] << " is left";
 }
 
 // Issue 21, item 3: a cgroup left at the name a start would use (a killed
@@ -205,7 +232,8 @@ TEST_F(Cgroup, TheAgentsCgroupsAreBoundedAndRemovedWithTheSandboxs)
 // namespace, so its name is cocoon-1.
 TEST_F(Cgroup, ALeftoverAtTheSameNameNeverBlocksAStart)
 {
-    const std::string left = m_parent + "/cocoon-1";
+    const std::string parent = private_parent();
+    const std::string left = parent + "/cocoon-1";
     ASSERT_EQ(::mkdir(left.c_str(), 0755), 0) << std::strerror(errno);
     ASSERT_EQ(::mkdir((left + "/kept").c_str(), 0755), 0) << std::strerror(errno);
     std::vector<std::string> unshare = {"/usr/bin/unshare", "--pid", "--fork"};
@@ -214,7 +242,7 @@ TEST_F(Cgroup, ALeftoverAtTheSameNameNeverBlocksAStart)
     Result r = run(args({unshare,
                          {cocoon_bin()},
                          minimal_root(),
-                         {"--cgroup-parent", m_parent, "--unshare-pid", "--proc", "/proc"},
+                         {"--cgroup-parent", parent, "--unshare-pid", "--proc", "/proc"},
                          {"cat", "/proc/self/cgroup"}}));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, "/cocoon-1-1/command\n")) << r.out;
@@ -222,7 +250,7 @@ TEST_F(Cgroup, ALeftoverAtTheSameNameNeverBlocksAStart)
     EXPECT_EQ(::stat((left + "/kept").c_str(), &st), 0) << "a cgroup of another was removed";
     EXPECT_EQ(::rmdir((left + "/kept").c_str()), 0);
     EXPECT_EQ(::rmdir(left.c_str()), 0);
-    EXPECT_TRUE(sandbox_cgroups(m_parent).empty()) << sandbox_cgroups(m_parent)[0] << " is left";
+    EXPECT_TRUE(sandbox_cgroups(parent).empty()) << sandbox_cgroups(parent)[0] << " is left";
 }
 
 // A scratch cgroup of the caller's (below the fixture's parent), with a
