@@ -354,6 +354,12 @@ TEST(PlantedLinkWithoutOpenat2, DanglingLinksMakeFilesInsideTheRoot)
 
 TEST(PlantedLinkWithoutOpenat2, RaceWithASwappingWriterNeverExposesTheHost)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    // without_openat2 forks a child that runs cocoon while the swapper thread runs: in the ASan
+    // runtime that child can block forever on a lock the thread held at the fork (seen in CI).
+    // The other builds run it; the race without openat2 is also tried by the unit test of the walk.
+    GTEST_SKIP() << "forking from a threaded test process deadlocks in the ASan runtime; run by the other builds";
+#endif
     Worktree w;
     ASSERT_EQ(::mkdir(w.git().c_str(), 0755), 0);
     write_file(w.git() + "/HEAD", "ref: real\n");
