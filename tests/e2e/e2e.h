@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -79,6 +80,16 @@ inline uint64_t json_number(const std::string& line, const std::string& name)
     if (!std::regex_search(line, m, std::regex("\"" + name + "\": ([0-9]+)")))
         return UINT64_MAX;
     return std::stoull(m[1]);
+}
+
+// A probe's "NAME RESULT" lines (tests/e2e/probe) as NAME -> RESULT.
+inline std::map<std::string, std::string> results(const std::string& out)
+{
+    std::map<std::string, std::string> m;
+    for (const std::string& line : lines(out))
+        if (size_t sp = line.find(' '); sp != std::string::npos)
+            m[line.substr(0, sp)] = line.substr(sp + 1);
+    return m;
 }
 
 // The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.

@@ -52,16 +52,6 @@ std::string probe()
     return self.substr(0, self.rfind('/')) + "/cocoon_escape_probe";
 }
 
-// The probe's "NAME RESULT" lines as NAME -> RESULT.
-std::map<std::string, std::string> results(const std::string& out)
-{
-    std::map<std::string, std::string> m;
-    for (const std::string& line : lines(out))
-        if (size_t sp = line.find(' '); sp != std::string::npos)
-            m[line.substr(0, sp)] = line.substr(sp + 1);
-    return m;
-}
-
 // argv as one sh -c word list, each word single-quoted (the tests' paths hold no quote).
 std::string quoted(const std::vector<std::string>& argv)
 {

@@ -82,16 +82,6 @@ std::vector<std::string> with_root_groups()
     return {"/usr/bin/setpriv", "--groups", "0," + std::to_string(shadow ? shadow->gr_gid : 0), "--", cocoon_bin()};
 }
 
-// The probe's "NAME RESULT" lines as NAME -> RESULT.
-std::map<std::string, std::string> results(const std::string& out)
-{
-    std::map<std::string, std::string> m;
-    for (const std::string& line : lines(out))
-        if (size_t sp = line.find(' '); sp != std::string::npos)
-            m[line.substr(0, sp)] = line.substr(sp + 1);
-    return m;
-}
-
 // An agent's sandbox: every namespace, the system read-only (/etc too, where /etc/shadow is),
 // the probe at /probe.
 std::vector<std::string> layout()

@@ -40,16 +40,6 @@ std::vector<std::string> sandbox(const std::vector<std::string>& extra = {})
                  extra});
 }
 
-// "NAME RESULT" lines -> map.
-std::map<std::string, std::string> results(const std::string& out)
-{
-    std::map<std::string, std::string> m;
-    for (const std::string& line : lines(out))
-        if (size_t sp = line.find(' '); sp != std::string::npos)
-            m[line.substr(0, sp)] = line.substr(sp + 1);
-    return m;
-}
-
 // Whether int $0x80 (the i386 ABI of a 64-bit process) works on this host, outside any
 // sandbox: a PVM guest answers it with SIGSEGV, and there the policy's i386 rules cannot be
 // reached by any test (they come from the same rules as x86_64's; seccomp_rules.cc).
