@@ -34,6 +34,7 @@
 #include "ns/host_user.h"
 #include "ns/join.h"
 #include "ns/monitor.h"
+#include "ns/terminal.h"
 #include "ns/uid_map.h"
 #include "ns/seccomp_policy.h"
 #include "ns/userns_limit.h"
@@ -677,6 +678,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     // --login-file: every SRC is opened and read before the sandbox exists.
     LoginFiles logins(plan.process.login_files, plan.log_prefix, plan.mounts.no_follow_sources);
     ctx.login_seeds = logins.seeds();
+    // The caller's terminals, as they are before the command can change them.
+    Terminals terminals = Terminals::save();
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
     // The sandbox's cgroup, limits set, before the first process exists.
@@ -700,6 +703,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         parent.reset();
         fds.monitor = {};
         logins = LoginFiles();
+        terminals.forget();
     };
     auto in_child = [&] {
         in_helper();
@@ -762,11 +766,12 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     int code;
     try {
         code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
-                       usage, cgroup, std::move(logins));
+                       usage, cgroup, std::move(logins), terminals);
     } catch (...) {
         // After a setup error the sandbox is gone already; the signal then
         // finds nothing.
         kill_and_reap(first.pidfd.get());
+        (void)terminals.restore();
         throw;
     }
     if (ctx.terminal_foreground)

@@ -98,7 +98,7 @@ sigset_t monitor_signals(const LaunchPlan& plan)
 }
 
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins)
+            std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins, Terminals& terminals)
 {
     const ProcessOptions& process = plan.process;
     sigset_t handled = monitor_signals(plan);
@@ -245,6 +245,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             throw SysError(errno, "waitid");
     // Whatever a sandbox without a PID namespace left in its cgroup goes now.
     cgroup.empty_out();
+    // The sandbox's processes are gone: the caller's terminal as it was.
+    if (std::string failed = terminals.restore(); !failed.empty())
+        write_all(STDERR_FILENO, plan.log_prefix + "cocoon: " + failed + "\n");
     while (auto msg = receive_queued_message(sock.get()))
         take(*msg);
     // Every relayed connection ends with the sandbox.

@@ -10,6 +10,7 @@
 #include "base/unique_fd.h"
 #include "ns/launch.h"
 #include "ns/login_file.h"
+#include "ns/terminal.h"
 #include "ns/usage.h"
 
 namespace cocoon::ns {
@@ -27,8 +28,9 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // `usage` was started before the sandbox existed, with --json-status-fd
 // only (else it is empty); it is sampled every 100 ms and its figures end
 // the exit line; `cgroup` (maybe none) is emptied once PID 1 is reaped and
-// its figures replace the samples.
+// its figures replace the samples; `terminals` are put back once the sandbox
+// has ended.
 int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueFd parent, MonitorFds reports,
-            std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins);
+            std::optional<UsageMeter>& usage, SandboxCgroup& cgroup, LoginFiles logins, Terminals& terminals);
 
 }  // namespace cocoon::ns

@@ -45,6 +45,12 @@ constexpr uint32_t kAll = 0xffffffff;
 // (XATTR_CAPS_SZ_3). setxattr refuses any other size for that name with EINVAL.
 constexpr uint32_t kCapsSizeV2 = 20, kCapsSizeV3 = 24;
 
+// The virtual console's ioctl requests (linux/kd.h KDGETLED 0x4B31 ... and linux/vt.h
+// VT_OPENQRY 0x5600 ...): plain numbers, type 'K' or 'V' with no size or direction bits, so the
+// whole group is the request with its low byte masked. Requests of other drivers with those type
+// letters (V4L2's 'V') carry size bits and do not match.
+constexpr uint32_t kRequestGroupMask = 0xffffff00, kKdRequests = 0x4b00, kVtRequests = 0x5600;
+
 inline std::vector<Rule> default_rules()
 {
     std::vector<Rule> out;
@@ -87,6 +93,20 @@ inline std::vector<Rule> default_rules()
     // int to the kernel: a request with high bits set is still TIOCSTI (CVE-2019-7303).
     for (uint32_t request : {static_cast<uint32_t>(TIOCSTI), static_cast<uint32_t>(TIOCLINUX)})
         out.push_back({"ioctl", EPERM, {{1, kAll, request}}});
+    // The caller's terminal, shared with the command, left broken after the sandbox: another line
+    // discipline (N_NULL: the terminal is dead), exclusive mode (the caller can no longer open
+    // it), output stopped or input sent a STOP character (TCXONC: the caller's next write
+    // blocks), the console redirected to it (TIOCCONS), its termios fields locked
+    // (TIOCSLCKTRMIOS), a hang-up (TIOCVHANGUP), and a virtual console's keyboard, display and
+    // switching (the KD* and VT_* requests: numbers 0x4Bxx and 0x56xx with no size or direction
+    // bits). No agent needs these, and a pty of its own needs none of them either. What an agent
+    // may change (raw mode, window size) is put back at the end (ns/terminal.h).
+    for (uint32_t request :
+         {static_cast<uint32_t>(TIOCSETD), static_cast<uint32_t>(TIOCEXCL), static_cast<uint32_t>(TCXONC),
+          static_cast<uint32_t>(TIOCCONS), static_cast<uint32_t>(TIOCSLCKTRMIOS), static_cast<uint32_t>(TIOCVHANGUP)})
+        out.push_back({"ioctl", EPERM, {{1, kAll, request}}});
+    for (uint32_t group : {kKdRequests, kVtRequests})
+        out.push_back({"ioctl", EPERM, {{1, kRequestGroupMask, group}}});
     // AF_VSOCK reaches the hypervisor and other guests' services, outside any network namespace.
     // The family is an int: socket((1UL << 32) | AF_VSOCK, ...) is a vsock socket.
     out.push_back({"socket", EPERM, {{0, kAll, AF_VSOCK}}});

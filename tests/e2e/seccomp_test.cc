@@ -7,11 +7,14 @@
 #include <seccomp.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -254,6 +257,105 @@ TEST_F(DefaultPolicy, TerminalInputInjectionIsRefused)
     // refuses with EIO; TIOCLINUX is for virtual consoles only (ENOTTY/EINVAL on a pty).
     EXPECT_TRUE(control["tiocsti"] == "ok" || control["tiocsti"] == "EIO") << off.out;
     EXPECT_NE(control["tioclinux"], "EPERM") << off.out;
+}
+
+// The caller's terminal: a pty of the test's own, cocoon's stdin and stdout (so /dev/console is
+// bound to it). What it was before the run.
+struct TtyState {
+    termios settings{};
+    winsize size{};
+    int discipline = -1;
+    int exclusive = -1;
+};
+
+TtyState tty_state(int fd)
+{
+    TtyState s;
+    EXPECT_EQ(::tcgetattr(fd, &s.settings), 0);
+    EXPECT_EQ(::ioctl(fd, TIOCGWINSZ, &s.size), 0);
+    EXPECT_EQ(::ioctl(fd, TIOCGETD, &s.discipline), 0);
+    EXPECT_EQ(::ioctl(fd, TIOCGEXCL, &s.exclusive), 0);
+    return s;
+}
+
+void expect_same_tty(const TtyState& a, const TtyState& b)
+{
+    EXPECT_EQ(a.settings.c_iflag, b.settings.c_iflag);
+    EXPECT_EQ(a.settings.c_oflag, b.settings.c_oflag);
+    EXPECT_EQ(a.settings.c_cflag, b.settings.c_cflag);
+    EXPECT_EQ(a.settings.c_lflag, b.settings.c_lflag);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(a.settings.c_cc), sizeof a.settings.c_cc),
+              std::string(reinterpret_cast<const char*>(b.settings.c_cc), sizeof b.settings.c_cc));
+    EXPECT_EQ(a.size.ws_row, b.size.ws_row);
+    EXPECT_EQ(a.size.ws_col, b.size.ws_col);
+    EXPECT_EQ(a.discipline, b.discipline);
+    EXPECT_EQ(a.exclusive, b.exclusive);
+}
+
+// Each way to leave the caller's terminal broken, tried from inside: those no agent needs are
+// refused by the policy; with the policy off they take effect (the probe reads them back), and
+// every one is undone when the sandbox ends: same settings, size, line discipline, not exclusive,
+// output flowing (a write and a read through it work).
+TEST_F(DefaultPolicy, TheCallersTerminalIsAsItWasAfterTheRun)
+{
+    UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    ASSERT_TRUE(master);
+    ASSERT_EQ(::grantpt(master.get()), 0);
+    ASSERT_EQ(::unlockpt(master.get()), 0);
+    const std::string slave_path = ::ptsname(master.get());
+    UniqueFd slave(::open(slave_path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
+    ASSERT_TRUE(slave);
+    winsize size{40, 100, 0, 0};
+    ASSERT_EQ(::ioctl(slave.get(), TIOCSWINSZ, &size), 0);
+    const TtyState before = tty_state(slave.get());
+    ASSERT_NE(before.settings.c_lflag & ICANON, 0U);
+
+    auto run_on_tty = [&](const std::vector<std::string>& extra) {
+        std::string script = "exec '" + cocoon_bin() + "'";
+        for (const std::string& w : args({sandbox(extra), {"/probe", "terminal"}}))
+            script += " '" + w + "'";
+        script += " < '" + slave_path + "' > '" + slave_path + "'";
+        Result r = run({"/bin/sh", "-c", script});
+        EXPECT_EQ(r.code, 0) << r.out << r.err;
+        return r;
+    };
+    auto usable_after = [&](const char* what) {
+        SCOPED_TRACE(what);
+        expect_same_tty(tty_state(slave.get()), before);
+        // Output flows: written to the terminal, read from its master (a stopped terminal: EAGAIN).
+        ASSERT_EQ(::write(slave.get(), "after\n", 6), 6) << std::strerror(errno);
+        char buf[64] = {};
+        ssize_t n = ::read(master.get(), buf, sizeof buf - 1);
+        EXPECT_TRUE(n > 0 && contains(buf, "after")) << n << " " << buf;
+        // Not exclusive: the terminal opens again.
+        UniqueFd again(::open(slave_path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
+        EXPECT_TRUE(again) << std::strerror(errno);
+    };
+
+    Result on = run_on_tty({});
+    auto got = results(on.err);
+    for (const char* name : {"tiocsetd", "tiocexcl", "tioccons", "kdskbmode", "vt_activate", "tcooff",
+                             "tcooff_high_bits", "console_tiocsetd", "console_tiocexcl", "console_tcooff"})
+        EXPECT_EQ(got[name], "EPERM") << name << "\n" << on.err;
+    EXPECT_EQ(got["console_open"], "ok") << on.err;
+    // What an interactive agent may change took effect inside, and is put back.
+    EXPECT_EQ(got["tcsets_raw"], "ok") << on.err;
+    EXPECT_EQ(got["tiocswinsz"], "ok") << on.err;
+    EXPECT_EQ(got["inside_icanon"], "0") << on.err;
+    EXPECT_EQ(got["inside_winsize"], "11x22") << on.err;
+    usable_after("default policy");
+
+    // Policy off: the kernel decides, and what it let through is put back. TIOCCONS needs
+    // CAP_SYS_ADMIN of the host, KDSKBMODE and VT_ACTIVATE a virtual console: not asserted.
+    Result off = run_on_tty({"--no-default-seccomp"});
+    auto control = results(off.err);
+    EXPECT_EQ(control["tiocsetd"], "ok") << off.err;
+    EXPECT_EQ(control["tiocexcl"], "ok") << off.err;
+    EXPECT_EQ(control["tcooff"], "ok") << off.err;
+    EXPECT_EQ(control["inside_ldisc"], "27") << off.err;
+    EXPECT_EQ(control["inside_excl"], "1") << off.err;
+    EXPECT_EQ(control["inside_icanon"], "0") << off.err;
+    usable_after("no default policy");
 }
 
 // A filter of the caller's (--seccomp) stacks on the policy: both hold.

@@ -189,6 +189,20 @@ std::string describe(const Rule& rule, const Abi& abi, const std::array<uint64_t
     return buf;
 }
 
+// What the policy should answer for a call with args: the error of a rule of that call whose
+// comparisons all hold on the arguments' low 32 bits, else allowed.
+uint32_t expected(const std::vector<Rule>& rules, const char* syscall, const std::array<uint64_t, 6>& args)
+{
+    for (const Rule& r : rules) {
+        bool all = std::string(r.syscall) == syscall;
+        for (const ArgMatch& m : r.args)
+            all = all && (static_cast<uint32_t>(args[m.index]) & m.mask) == m.value;
+        if (all)
+            return error(r.error);
+    }
+    return kAllow;
+}
+
 TEST(SeccompPolicy, EveryRuleRefusesWithOrWithoutHighBits)
 {
     const std::vector<Rule> rules = ns::seccomp::default_rules();
@@ -227,9 +241,11 @@ TEST(SeccompPolicy, NonMatchingArgumentsAreAllowed)
             for (const ArgMatch& m : rule.args) {
                 auto args = matching(rule, 0);
                 args[m.index] ^= m.mask & -m.mask;  // the mask's lowest bit flipped
-                EXPECT_EQ(policy(abi.audit_arch, nr, args), kAllow) << describe(rule, abi, args);
+                EXPECT_EQ(policy(abi.audit_arch, nr, args), expected(rules, rule.syscall, args))
+                    << describe(rule, abi, args);
                 const auto high = with_high_bits(args);
-                EXPECT_EQ(policy(abi.audit_arch, nr, high), kAllow) << describe(rule, abi, high);
+                EXPECT_EQ(policy(abi.audit_arch, nr, high), expected(rules, rule.syscall, high))
+                    << describe(rule, abi, high);
                 ++tried;
             }
         }
@@ -247,6 +263,24 @@ TEST(SeccompPolicy, HighBitsDoNotPassTheNamedRules)
     EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_fchmod, {3, bit32 | 04755, 0, 0, 0, 0}), error(EPERM));
     EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_fchmod, {3, bit32 | 0755, 0, 0, 0, 0}), kAllow);
     EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_openat2, {0, 0, 0, 0, 0, 0}), error(ENOSYS));
+}
+
+// The terminal requests that would leave the caller's terminal broken are refused, with or without
+// high bits; what an interactive agent or a pty of its own needs passes.
+TEST(SeccompPolicy, TerminalRequestsThatBreakTheCallersTerminalAreRefused)
+{
+    const uint64_t bit32 = 1ULL << 32;
+    for (unsigned long request : std::initializer_list<unsigned long>{
+             TIOCSETD, TIOCEXCL, TCXONC, TIOCCONS, TIOCSLCKTRMIOS, TIOCVHANGUP, 0x4B45UL /* KDSKBMODE */,
+             0x4B3AUL /* KDSETMODE */, 0x5606UL /* VT_ACTIVATE */, 0x5602UL /* VT_SETMODE */})
+        for (uint64_t high : {uint64_t{0}, bit32})
+            EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_ioctl, {1, high | request, 0, 0, 0, 0}), error(EPERM)) << request;
+    // TCGETS, TCSETS (raw mode), TCSETSW, TIOCGWINSZ, TIOCSWINSZ, TIOCSCTTY (a pty of its own),
+    // TIOCNXCL, TCFLSH, TIOCGPGRP, TIOCSPGRP, FIONREAD, and V4L2's VIDIOC_QUERYCAP (type 'V').
+    for (unsigned long request :
+         std::initializer_list<unsigned long>{TCGETS, TCSETS, TCSETSW, TIOCGWINSZ, TIOCSWINSZ, TIOCSCTTY, TIOCNXCL,
+                                              TCFLSH, TIOCGPGRP, TIOCSPGRP, FIONREAD, 0x80685600UL})
+        EXPECT_EQ(policy(AUDIT_ARCH_X86_64, SYS_ioctl, {1, request, 0, 0, 0, 0}), kAllow) << request;
 }
 
 // personality: the allowed values pass with any high half; others are refused with any.

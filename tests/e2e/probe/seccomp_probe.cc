@@ -8,6 +8,8 @@
 //                                              per way; SUID: a setuid file on a tmpfs to move in
 //        cocoon_seccomp_probe tiocsti          TIOCSTI and TIOCLINUX on stdin (a terminal), made
 //                                              the controlling terminal of a new session first
+//        cocoon_seccomp_probe terminal         breaks stdin's terminal (and /dev/console) every way,
+//                                              puts it in raw mode; reports on stderr
 //        cocoon_seccomp_probe keyring ID       the session keyring's id, and whether key ID reads
 //        cocoon_seccomp_probe plant            adds a key to the session keyring, prints its id
 //        cocoon_seccomp_probe hostkey CMD...   (outside) joins a new session keyring, adds a key,
@@ -25,6 +27,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -74,6 +77,10 @@ const char* errno_name(int err)
         return "EXDEV";
     case EEXIST:
         return "EEXIST";
+    case EBUSY:
+        return "EBUSY";
+    case ENXIO:
+        return "ENXIO";
     case EROFS:
         return "EROFS";
     case ENODATA:
@@ -285,6 +292,50 @@ int tiocsti()
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// What a command can do to the caller's terminal (stdin, and /dev/console where cocoon bound it):
+// every request that would leave it broken, then what an interactive agent changes (raw mode,
+// window size), then what those left, read back. Reports go to stderr: output to the terminal
+// may be stopped by then.
+int terminal()
+{
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    // Opened first: exclusive mode would refuse the open.
+    int console = ::open("/dev/console", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    report("console_open", console);
+    termios t{};
+    ::tcgetattr(STDIN_FILENO, &t);
+    ::cfmakeraw(&t);
+    report("tcsets_raw", ::tcsetattr(STDIN_FILENO, TCSANOW, &t));
+    winsize size{11, 22, 0, 0};
+    report("tiocswinsz", ::ioctl(STDIN_FILENO, TIOCSWINSZ, &size));
+    report("tcflsh", ::tcflush(STDIN_FILENO, TCIOFLUSH));
+    // The line discipline last: N_NULL takes no other request.
+    auto attack = [](int fd, const std::string& prefix) {
+        report((prefix + "tcooff").c_str(), ::ioctl(fd, TCXONC, TCOOFF));
+        report((prefix + "tcooff_high_bits").c_str(), syscall(SYS_ioctl, fd, TCXONC | 0x100000000UL, TCOOFF));
+        report((prefix + "tioccons").c_str(), ::ioctl(fd, TIOCCONS));
+        report((prefix + "kdskbmode").c_str(), ::ioctl(fd, 0x4B45 /* KDSKBMODE */, 4 /* K_OFF */));
+        report((prefix + "vt_activate").c_str(), ::ioctl(fd, 0x5606 /* VT_ACTIVATE */, 1));
+        report((prefix + "tiocexcl").c_str(), ::ioctl(fd, TIOCEXCL));
+        int discipline = 27;  // N_NULL: nothing typed reaches a reader, nothing written is shown
+        report((prefix + "tiocsetd").c_str(), ::ioctl(fd, TIOCSETD, &discipline));
+    };
+    attack(STDIN_FILENO, "");
+    if (console >= 0)
+        attack(console, "console_");  // the same terminal: refused with the policy, else EINVAL
+    // What is in force now, inside.
+    termios now{};
+    winsize now_size{};
+    int discipline = -1, exclusive = -1;
+    ::tcgetattr(STDIN_FILENO, &now);
+    ::ioctl(STDIN_FILENO, TIOCGWINSZ, &now_size);
+    ::ioctl(STDIN_FILENO, TIOCGETD, &discipline);
+    ::ioctl(STDIN_FILENO, TIOCGEXCL, &exclusive);
+    std::printf("inside_icanon %d\ninside_winsize %dx%d\ninside_ldisc %d\ninside_excl %d\n",
+                (now.c_lflag & ICANON) ? 1 : 0, now_size.ws_row, now_size.ws_col, discipline, exclusive);
+    return 0;
+}
+
 int keyring(const char* id_text)
 {
     long own = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
@@ -345,6 +396,8 @@ int main(int argc, char** argv)
         return calls();
     if (mode == "tiocsti")
         return tiocsti();
+    if (mode == "terminal")
+        return terminal();
     if (mode == "i386")
         return keyctl_i386(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING) < 0;
     if (mode == "setid" && argc > 3)
@@ -355,6 +408,6 @@ int main(int argc, char** argv)
         return plant();
     if (mode == "hostkey" && argc > 2)
         return hostkey(argv + 2);
-    std::fprintf(stderr, "usage: %s calls|i386|tiocsti|keyring ID|plant|hostkey CMD...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s calls|i386|tiocsti|terminal|keyring ID|plant|hostkey CMD...\n", argv[0]);
     return 2;
 }

@@ -1,0 +1,107 @@
+#include "ns/terminal.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cocoon::ns {
+
+namespace {
+
+// Field by field: the struct's padding is not part of the settings.
+bool same(const termios& a, const termios& b)
+{
+    return a.c_line == b.c_line && a.c_iflag == b.c_iflag && a.c_oflag == b.c_oflag && a.c_cflag == b.c_cflag &&
+           a.c_lflag == b.c_lflag && std::memcmp(a.c_cc, b.c_cc, sizeof a.c_cc) == 0 &&
+           ::cfgetispeed(&a) == ::cfgetispeed(&b) && ::cfgetospeed(&a) == ::cfgetospeed(&b);
+}
+
+}  // namespace
+
+Terminals Terminals::save()
+{
+    Terminals out;
+    auto add = [&](int fd, bool owned) {
+        Saved s;
+        if (::tcgetattr(fd, &s.settings) != 0) {
+            if (owned)
+                ::close(fd);
+            return;
+        }
+        struct stat st {};
+        if (::fstat(fd, &st) != 0)
+            st.st_rdev = 0;
+        for (const Saved& other : out.m_saved) {
+            struct stat seen {};
+            if (::fstat(other.fd.get(), &seen) == 0 && seen.st_rdev == st.st_rdev) {
+                if (owned)
+                    ::close(fd);
+                return;
+            }
+        }
+        s.fd.reset(owned ? fd : ::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        if (!s.fd)
+            return;
+        s.has_size = ::ioctl(fd, TIOCGWINSZ, &s.size) == 0;
+        if (::ioctl(fd, TIOCGETD, &s.discipline) != 0)
+            s.discipline = -1;
+        if (::ioctl(fd, TIOCGEXCL, &s.exclusive) != 0)
+            s.exclusive = -1;
+        out.m_saved.push_back(std::move(s));
+    };
+    for (int fd = 0; fd <= 2; ++fd)
+        add(fd, false);
+    // Without --new-session the command reaches the controlling terminal through /dev/tty even
+    // when no fd of it is one (ENXIO: there is none).
+    int tty = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (tty >= 0)
+        add(tty, true);
+    return out;
+}
+
+std::string Terminals::restore()
+{
+    if (m_saved.empty())
+        return "";
+    // A process outside the terminal's foreground group that changes it gets SIGTTOU (and
+    // stops) unless the signal is blocked or ignored; blocked, the change is made.
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    std::string failed;
+    auto check = [&](bool ok, const char* what) {
+        // EIO: the terminal was hung up (closed), nothing left to restore.
+        if (!ok && errno != EIO && failed.empty())
+            failed = std::string("can't restore the terminal's ") + what + ": " + std::strerror(errno);
+    };
+    for (Saved& s : m_saved) {
+        const int fd = s.fd.get();
+        // First the line discipline: another one (N_NULL) takes none of the requests below.
+        int discipline = 0;
+        if (s.discipline >= 0 && ::ioctl(fd, TIOCGETD, &discipline) == 0 && discipline != s.discipline)
+            check(::ioctl(fd, TIOCSETD, &s.discipline) == 0, "line discipline");
+        // Output a TCOOFF stopped resumes (a ^S the user typed is not undone by this).
+        check(::tcflow(fd, TCOON) == 0, "output flow");
+        int exclusive = 0;
+        if (s.exclusive == 0 && ::ioctl(fd, TIOCGEXCL, &exclusive) == 0 && exclusive)
+            check(::ioctl(fd, TIOCNXCL) == 0, "exclusive mode");
+        termios now{};
+        if (::tcgetattr(fd, &now) == 0 && !same(now, s.settings))
+            check(::tcsetattr(fd, TCSANOW, &s.settings) == 0, "settings");
+        winsize size{};
+        if (s.has_size && ::ioctl(fd, TIOCGWINSZ, &size) == 0 &&
+            (size.ws_row != s.size.ws_row || size.ws_col != s.size.ws_col || size.ws_xpixel != s.size.ws_xpixel ||
+             size.ws_ypixel != s.size.ws_ypixel))
+            check(::ioctl(fd, TIOCSWINSZ, &s.size) == 0, "window size");
+    }
+    m_saved.clear();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return failed;
+}
+
+}  // namespace cocoon::ns

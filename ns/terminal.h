@@ -1,0 +1,46 @@
+// The caller's terminals, as they were before the sandbox was made, put back when it has ended.
+//
+// The command shares its caller's terminal when cocoon's fds 0-2 are one (and, without
+// --new-session, the controlling terminal through /dev/tty). An interactive agent puts it in raw
+// mode while it runs; a hostile one leaves it without echo, with output stopped, another window
+// size, another line discipline or in exclusive mode. The default seccomp policy refuses what no
+// agent needs (ns/seccomp_rules.h); this puts back what an agent may change.
+#pragma once
+
+#include <termios.h>
+#include <sys/ioctl.h>
+
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+
+namespace cocoon::ns {
+
+class Terminals {
+public:
+    Terminals() = default;
+    // Each distinct terminal among fds 0-2 and the controlling terminal: a copy of the fd and
+    // its settings, window size, line discipline and exclusive mode. No terminal: nothing.
+    static Terminals save();
+    // Puts each one back where it differs, and resumes output a TCOOFF stopped. Call once the
+    // sandbox's processes are gone. Returns a warning line for what could not be put back
+    // (empty if all was), never blocks: SIGTTOU is blocked meanwhile, so a cocoon in the
+    // background restores too.
+    std::string restore();
+    // The fds closed, nothing restored (the sandbox's processes drop the monitor's copies).
+    void forget() { m_saved.clear(); }
+
+private:
+    struct Saved {
+        UniqueFd fd;
+        termios settings{};
+        winsize size{};
+        bool has_size = false;
+        int discipline = 0;
+        int exclusive = 0;
+    };
+    std::vector<Saved> m_saved;
+};
+
+}  // namespace cocoon::ns
