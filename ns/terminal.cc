@@ -46,7 +46,6 @@ Terminals Terminals::save()
         s.fd.reset(owned ? fd : ::fcntl(fd, F_DUPFD_CLOEXEC, 3));
         if (!s.fd)
             return;
-        s.has_size = ::ioctl(fd, TIOCGWINSZ, &s.size) == 0;
         if (::ioctl(fd, TIOCGETD, &s.discipline) != 0)
             s.discipline = -1;
         if (::ioctl(fd, TIOCGEXCL, &s.exclusive) != 0)
@@ -93,11 +92,6 @@ std::string Terminals::restore()
         termios now{};
         if (::tcgetattr(fd, &now) == 0 && !same(now, s.settings))
             check(::tcsetattr(fd, TCSANOW, &s.settings) == 0, "settings");
-        winsize size{};
-        if (s.has_size && ::ioctl(fd, TIOCGWINSZ, &size) == 0 &&
-            (size.ws_row != s.size.ws_row || size.ws_col != s.size.ws_col || size.ws_xpixel != s.size.ws_xpixel ||
-             size.ws_ypixel != s.size.ws_ypixel))
-            check(::ioctl(fd, TIOCSWINSZ, &s.size) == 0, "window size");
     }
     m_saved.clear();
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);

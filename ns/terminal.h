@@ -2,9 +2,11 @@
 //
 // The command shares its caller's terminal when cocoon's fds 0-2 are one (and, without
 // --new-session, the controlling terminal through /dev/tty). An interactive agent puts it in raw
-// mode while it runs; a hostile one leaves it without echo, with output stopped, another window
-// size, another line discipline or in exclusive mode. The default seccomp policy refuses what no
-// agent needs (ns/seccomp_rules.h); this puts back what an agent may change.
+// mode while it runs; a hostile one leaves it without echo, with output stopped, another line
+// discipline or in exclusive mode. The default seccomp policy refuses what no agent needs
+// (ns/seccomp_rules.h); this puts back what an agent may change. Not the window size: the user
+// resizing the window during the run changes it the same way, and putting the old size back
+// would leave the caller's shell with a wrong one after every such run.
 #pragma once
 
 #include <termios.h>
@@ -21,7 +23,7 @@ class Terminals {
 public:
     Terminals() = default;
     // Each distinct terminal among fds 0-2 and the controlling terminal: a copy of the fd and
-    // its settings, window size, line discipline and exclusive mode. No terminal: nothing.
+    // its settings, line discipline and exclusive mode. No terminal: nothing.
     static Terminals save();
     // Puts each one back where it differs, and resumes output a TCOOFF stopped. Call once the
     // sandbox's processes are gone. Returns a warning line for what could not be put back
@@ -35,8 +37,6 @@ private:
     struct Saved {
         UniqueFd fd;
         termios settings{};
-        winsize size{};
-        bool has_size = false;
         int discipline = 0;
         int exclusive = 0;
     };
