@@ -262,6 +262,7 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
             return cg;  // sampled
         }
         parent = own.dir;
+        cg.m_nsdelegate = own.nsdelegate;
     }
     const std::string where = options.parent ? "--cgroup-parent " + parent : "the caller's cgroup " + parent;
     cg.m_parent.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -89,6 +89,10 @@ public:
     // leaf before it runs the command: move_into_command_cgroup.
     int command_procs_fd() const { return m_command_procs.get(); }
     const std::string& path() const { return m_path; }
+    // Whether an agent may move PID 1 out of the sandbox's cgroup (ns/command_watch.h): there is
+    // one, and cgroup2 is not known to be mounted with nsdelegate (a --cgroup-parent's mount is
+    // not looked up: it is watched).
+    bool pid1_movable() const { return m_dir.valid() && !m_nsdelegate; }
 
     // After PID 1 was reaped: kills whatever is still in the cgroup or the
     // cgroups below it (processes a sandbox without a PID namespace left)
@@ -116,6 +120,7 @@ private:
     bool m_emptied = false;
     bool m_kill_leftovers = false;  // asked for: --cgroup-parent, a limit, a report
     bool m_left_running = false;  // processes outlived the sandbox in it: not removed
+    bool m_nsdelegate = false;  // cgroup2 is mounted with nsdelegate
 };
 
 }  // namespace cocoon::ns

@@ -122,6 +122,7 @@ struct LaunchContext {
     UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
     std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
     int command_cgroup_procs = -1;  // the command's leaf cgroup.procs, for PID 2 (SandboxCgroup)
+    bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/command_watch.h)
 };
 
 constexpr const char* kPid1Mode = "--internal-pid1";
@@ -317,6 +318,12 @@ ExecImage prepare_exec(const LaunchPlan& plan)
 {
     try {
         move_into_command_cgroup(ctx.command_cgroup_procs, (plan.clone_flags & CLONE_NEWCGROUP) != 0);
+        if (ctx.send_command_pidfd) {
+            UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+            if (!self)
+                throw SysError(errno, "pidfd_open");
+            send_message(sock, PidfdMsg{false, std::move(self)});
+        }
         exec_command(plan, ctx, image, proc_dir, CallerFd(), bounding);
     } catch (const std::exception& e) {
         send_message(sock, error_message(e, "13 (exec)"));
@@ -689,8 +696,10 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     // (its PID 2 then moves itself into the command's leaf), else straight
     // into the leaf: it is the command.
     const int first_cgroup = plan.fork_command ? cgroup.fd() : cgroup.command_fd();
-    if (plan.fork_command)
+    if (plan.fork_command) {
         ctx.command_cgroup_procs = cgroup.command_procs_fd();
+        ctx.send_command_pidfd = cgroup.pid1_movable();
+    }
     if (plan.reexec_pid1) {
         ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
         if (!ctx.exe)

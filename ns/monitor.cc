@@ -21,6 +21,7 @@
 
 #include "base/sys_error.h"
 #include "ns/channel.h"
+#include "ns/command_watch.h"
 #include "relay/egress.h"
 #include "relay/relay.h"
 #include "reaper/reaper.h"
@@ -145,6 +146,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         egress.emplace(std::move(options), *relays);
     }
     size_t listeners_received = 0;
+    CommandWatch command;
 
     std::optional<ErrorMsg> error;
     std::optional<int> command_status;
@@ -169,6 +171,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             const auto& socket = reports.relay_sockets.at(listeners_received++);
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 relays->add_listener(std::move(fd), socket);
+        } else if (auto* own = std::get_if<PidfdMsg>(&msg); own && !own->first_process && command.pidfd() < 0) {
+            command.watch(std::move(own->fd));  // PID 2's own (ns/command_watch.h)
         } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
             logins.add_sandbox_dir(dir->index, std::move(dir->fd));
             // The sandbox holds the command until DEST is watched (launch.cc).
@@ -177,12 +181,33 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
     };
 
-    enum { kSock, kPid1, kSignals, kTimer, kParent, kRelay, kSampler, kLogin, kLoginTimer, kEgress, kCount };
-    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},        {pidfd, POLLIN, 0},
-                          {sfd.get(), POLLIN, 0},         {timer.get(), POLLIN, 0},
-                          {parent.get(), POLLIN, 0},      {relays ? relays->epoll_fd() : -1, POLLIN, 0},
-                          {sampler.get(), POLLIN, 0},     {logins.inotify_fd(), POLLIN, 0},
-                          {logins.timer_fd(), POLLIN, 0}, {egress ? egress->epoll_fd() : -1, POLLIN, 0}};
+    enum {
+        kSock,
+        kPid1,
+        kSignals,
+        kTimer,
+        kParent,
+        kRelay,
+        kSampler,
+        kLogin,
+        kLoginTimer,
+        kEgress,
+        kCommand,
+        kCommandGrace,
+        kCount
+    };
+    pollfd fds[kCount] = {{sock.get(), POLLIN, 0},
+                          {pidfd, POLLIN, 0},
+                          {sfd.get(), POLLIN, 0},
+                          {timer.get(), POLLIN, 0},
+                          {parent.get(), POLLIN, 0},
+                          {relays ? relays->epoll_fd() : -1, POLLIN, 0},
+                          {sampler.get(), POLLIN, 0},
+                          {logins.inotify_fd(), POLLIN, 0},
+                          {logins.timer_fd(), POLLIN, 0},
+                          {egress ? egress->epoll_fd() : -1, POLLIN, 0},
+                          {-1, POLLIN, 0},
+                          {-1, POLLIN, 0}};
     for (;;) {
         if (::poll(fds, kCount, -1) < 0) {
             if (errno == EINTR)
@@ -235,8 +260,26 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             logins.on_events();
         if (fds[kLoginTimer].revents)
             logins.on_timer();
+        if (fds[kCommand].revents) {
+            command.on_exit();
+            fds[kCommandGrace].fd = command.timer_fd();
+        }
+        if (fds[kCommandGrace].revents) {
+            fds[kCommandGrace].fd = -1;
+            if (auto status = command.on_timer()) {
+                // The command ended and PID 1 did not reap it: stopped by the agent. The
+                // sandbox ends with the command, with the command's status.
+                if (!command_status)
+                    command_status = *status;
+                write_all(STDERR_FILENO, plan.log_prefix +
+                                             "cocoon: the command exited but the sandbox's PID 1 did not end; "
+                                             "ending the sandbox (was PID 1 frozen?)\n");
+                send_signal(pidfd, SIGKILL);
+            }
+        }
         if (fds[kPid1].revents)
             break;
+        fds[kCommand].fd = command.pidfd();
     }
 
     siginfo_t info{};

@@ -372,28 +372,48 @@ TEST_F(Cgroup, TheAgentCannotKillOrFreezeWhatIsBesideTheSandbox)
 // exit code is what cocoon reports.
 TEST_F(Cgroup, PidOneIsOutOfTheAgentsReach)
 {
+    // Into a cgroup of its own (where it may make one), or into the root of
+    // its view; then freeze it, and exit 7.
+    const std::vector<std::string> attack = sh(nested_cgroup("mkdir /tmp/x; echo 1 > /tmp/x/cgroup.procs; echo 1 > "
+                                                             "/tmp/x/cgroup.freeze; echo 1 > /tmp/cgroup.procs") +
+                                               " 2>/dev/null; grep ^0:: /proc/1/cgroup; exit 7");
     // With nsdelegate the kernel refuses to move a process the mover's cgroup
-    // namespace does not show. Without it (this host's cgroup2), only the
+    // namespace does not show; without it (this host's cgroup2) only the
     // ownership of the sandbox's cgroup.procs stops the move, and an agent
     // owns its caller's files in a user namespace of its own: --host-user
-    // (root) gives the sandbox a uid that does not own them.
-    std::vector<std::string> as;
-    if (!m_own.nsdelegate) {
-        if (!is_root())
-            GTEST_SKIP() << "cgroup2 here is mounted without nsdelegate, where the kernel lets an unprivileged "
-                            "caller's agent move PID 1 (SECURITY.md, 'cgroups'); the root pass tests --host-user";
-        as = {"--host-user", "cocoon-test", "--uid", "0", "--gid", "0"};
+    // (root) gives the sandbox a uid that does not own them. PID 1 must still
+    // be in the sandbox's cgroup, not in the command's leaf nor below it.
+    if (m_own.nsdelegate || is_root()) {
+        std::vector<std::string> as;
+        if (!m_own.nsdelegate)
+            as = {"--host-user", "cocoon-test", "--uid", "0", "--gid", "0"};
+        Result r = in_sandbox(args({{"--cgroup-parent", m_parent}, as, kAttackLayout}), attack);
+        EXPECT_EQ(r.code, 7) << r.err;
+        EXPECT_TRUE(std::regex_match(r.out, std::regex("0::.*/cocoon-[0-9]+(-[0-9]+)?\n")))
+            << r.out << "PID 1 was moved into the agent's cgroup";
     }
-    // Into a cgroup of its own (where it may make one), or into the root of
-    // its view; then freeze it. PID 1 must still be in the sandbox's cgroup,
-    // not in the command's leaf nor below it.
-    Result r = in_sandbox(args({{"--cgroup-parent", m_parent}, as, kAttackLayout}),
-                          sh(nested_cgroup("mkdir /tmp/x; echo 1 > /tmp/x/cgroup.procs; echo 1 > "
-                                           "/tmp/x/cgroup.freeze; echo 1 > /tmp/cgroup.procs") +
-                             " 2>/dev/null; grep ^0:: /proc/1/cgroup; exit 7"));
-    EXPECT_EQ(r.code, 7) << r.err;
-    EXPECT_TRUE(std::regex_match(r.out, std::regex("0::.*/cocoon-[0-9]+(-[0-9]+)?\n")))
-        << r.out << "PID 1 was moved into the agent's cgroup";
+    if (m_own.nsdelegate)
+        return;
+    // Where the agent may move PID 1 (no nsdelegate; unprivileged, or root
+    // without --host-user), it freezes it: the monitor sees the command end
+    // (ns/command_watch.h), reports its code and ends the sandbox; nothing of
+    // it is left in the cgroup (tools/test checks) or running.
+    for (bool with_parent : {true, false}) {
+        SCOPED_TRACE(with_parent ? "--cgroup-parent" : "the caller's cgroup");
+        std::vector<std::string> where;
+        if (with_parent)
+            where = {"--cgroup-parent", m_parent};
+        const auto started = std::chrono::steady_clock::now();
+        Result r = in_sandbox(args({where, kAttackLayout}),
+                              sh(nested_cgroup("mkdir /tmp/x; echo 1 > /tmp/x/cgroup.procs; echo 1 > "
+                                               "/tmp/x/cgroup.freeze") +
+                                 "; grep ^0:: /proc/1/cgroup; exit 7"));
+        const auto took = std::chrono::steady_clock::now() - started;
+        EXPECT_EQ(r.code, 7) << r.out << r.err;
+        EXPECT_TRUE(std::regex_search(r.out, std::regex("/x\n"))) << r.out << "the control: PID 1 was not moved";
+        EXPECT_TRUE(contains(r.err, "PID 1 did not end")) << r.err;
+        EXPECT_LT(took, std::chrono::seconds(10));
+    }
 }
 
 // --memory-max and --pids-max: enforced where cgroup v2 runs the controller;
