@@ -115,16 +115,24 @@ TEST(Usage, TheExitLineReportsWhatTheSandboxUsed)
 
 // Every process counts, also those the command left behind: with a PID
 // namespace the kernel ends them when the command exits, and their CPU time
-// until then is in the report.
+// until then is in the report. The command waits until its two busy loops
+// have used 0.3 s of CPU by their own /proc stat (however loaded the host)
+// and prints that figure, which the report must reach.
 TEST(Usage, LeftoverProcessesCount)
 {
-    Result r = in_sandbox({"--unshare-pid", "--dev", "/dev", "--json-status-fd", "1"},
-                          sh("(while :; do :; done) & (while :; do :; done) & sleep 0.5"));
+    Result r = in_sandbox({"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--json-status-fd", "1"},
+                          sh("(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; t=0; "
+                             "while [ $t -lt 30 ]; do sleep 0.05; "
+                             "set -- $(cut -d' ' -f14,15 /proc/$a/stat /proc/$b/stat); t=$(($1+$2+$3+$4)); done; "
+                             "echo ticks $t"));
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string exit_line = lines(r.out).back();
     const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
-    // Two busy loops for half a second on two CPUs: well over a CPU-tenth.
-    EXPECT_GE(cpu, 0.3) << exit_line;
+    const auto got = results(r.out);
+    ASSERT_TRUE(got.count("ticks")) << r.out;
+    const double seen = std::stod(got.at("ticks")) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    EXPECT_GE(seen, 0.3) << r.out;
+    EXPECT_GE(cpu, seen) << exit_line << " the loops had used " << seen << " s";
     EXPECT_GE(json_number(exit_line, "pids-peak"), 4u) << exit_line;
 }
 
