@@ -92,6 +92,26 @@ inline std::map<std::string, std::string> results(const std::string& out)
     return m;
 }
 
+// A command that starts two busy loops and leaves them running: it waits until they have used
+// 0.3 s of CPU by their own /proc stat (however loaded the host is), prints "ticks N" with that
+// figure and exits. Needs a /proc of the sandbox's PID namespace. busy_loops_seen: the figure in
+// seconds, from the command's output (-1 if missing).
+inline std::vector<std::string> busy_loops()
+{
+    return {"sh", "-c",
+            "(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; t=0; "
+            "while [ $t -lt 30 ]; do sleep 0.05; "
+            "set -- $(cut -d' ' -f14,15 /proc/$a/stat /proc/$b/stat); t=$(($1+$2+$3+$4)); done; "
+            "echo ticks $t"};
+}
+
+inline double busy_loops_seen(const std::string& out)
+{
+    const auto got = results(out);
+    auto it = got.find("ticks");
+    return it == got.end() ? -1 : std::stod(it->second) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // The value of a "Name:\tvalue" line of a /proc/PID/status text, or "" if absent.
 inline std::string status_field(const std::string& status, const std::string& name)
 {
