@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdlib>
@@ -32,7 +33,15 @@ namespace {
 // How long DEST (or SRC) must stay untouched after a writer closed or renamed
 // it before a version is taken: a writer that saves in several steps is done
 // by then, and a renewal reaches SRC well within a second.
-constexpr long kQuietMs = 150;
+constexpr auto kQuiet = std::chrono::milliseconds(150);
+// Security: the agent makes as many events as it likes (writes beside DEST, renames over it), so
+// the monitor reads them at most every kRest, and the kernel merges repeats meanwhile (an event
+// like the last one queued is not added); a queue that overflows means "look at everything".
+constexpr auto kRest = std::chrono::milliseconds(100);
+// A version is saved to SRC at most once per kSaveGap per login file, so a renewal storm costs the
+// host one write-back (temp file, fsync, rename, lock) a second; the last version is saved at the
+// end whatever the gap.
+constexpr auto kSaveGap = std::chrono::milliseconds(1000);
 
 constexpr uint32_t kDestEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY | IN_CREATE | IN_Q_OVERFLOW;
 constexpr uint32_t kSrcEvents = IN_CLOSE_WRITE | IN_MOVED_TO;
@@ -235,9 +244,31 @@ void LoginFiles::warn(const Entry& e, const std::string& text) const
 
 void LoginFiles::arm()
 {
+    arm_at(Clock::now() + kQuiet);
+}
+
+void LoginFiles::arm_at(Clock::time_point when)
+{
+    m_check_at = when;
+    set_timer();
+}
+
+// The timer runs to the nearer of the rest's end and the next check.
+void LoginFiles::set_timer()
+{
+    std::optional<Clock::time_point> next = m_check_at;
+    if (m_resting && (!next || m_rest_until < *next))
+        next = m_rest_until;
     itimerspec spec{};
-    spec.it_value.tv_nsec = kQuietMs * 1000000;
-    ::timerfd_settime(m_timer.get(), 0, &spec, nullptr);
+    if (next) {
+        // steady_clock is CLOCK_MONOTONIC, the timer's clock.
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(next->time_since_epoch()).count();
+        spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+        spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+        if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
+            spec.it_value.tv_nsec = 1;  // zero would disarm
+    }
+    ::timerfd_settime(m_timer.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
 }
 
 void LoginFiles::on_events()
@@ -277,8 +308,13 @@ void LoginFiles::on_events()
             }
         }
     }
+    // Rest: the events the agent makes meanwhile wait in the queue, merged.
+    m_resting = true;
+    m_rest_until = Clock::now() + kRest;
     if (any)
         arm();
+    else
+        set_timer();
 }
 
 void LoginFiles::on_timer()
@@ -286,10 +322,17 @@ void LoginFiles::on_timer()
     uint64_t expirations;
     if (::read(m_timer.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN)
         return;
-    for (Entry& e : m_entries) {
-        check_dest(e, false);
-        check_source(e);
+    const Clock::time_point now = Clock::now();
+    if (m_resting && now >= m_rest_until)
+        m_resting = false;
+    if (m_check_at && now >= *m_check_at) {
+        m_check_at.reset();
+        for (Entry& e : m_entries) {
+            check_dest(e, false);
+            check_source(e);
+        }
     }
+    set_timer();
 }
 
 void LoginFiles::finish()
@@ -382,9 +425,16 @@ void LoginFiles::check_dest(Entry& e, bool final)
         return;
     if (r == Read::Busy)
         return;  // a writer holds DEST open: its close is the next event
-    if (r == Read::Ok && content != e.synced && !save_to_source(e, content, final)) {
-        arm();  // SRC's directory is locked: the version is saved at a later tick
-        return;
+    if (r == Read::Ok && content != e.synced) {
+        if (!final && Clock::now() < e.saved_at + kSaveGap) {
+            arm_at(e.saved_at + kSaveGap);  // saved a moment ago: this version waits its turn
+            return;
+        }
+        if (!save_to_source(e, content, final)) {
+            arm();  // SRC's directory is locked: the version is saved at a later tick
+            return;
+        }
+        e.saved_at = Clock::now();
     }
     e.dest_closed = e.dest_created = false;
 }

@@ -6,7 +6,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,10 +47,11 @@ public:
     // DEST's directory (an O_PATH fd of the sandbox's tmpfs) for file `index`.
     void add_sandbox_dir(size_t index, UniqueFd dir);
 
-    int inotify_fd() const { return m_inotify.get(); }
+    // -1 while the events rest (they are read at most every 100 ms; on_timer ends the rest).
+    int inotify_fd() const { return m_resting ? -1 : m_inotify.get(); }
     int timer_fd() const { return m_timer.get(); }
     void on_events();  // inotify_fd is readable
-    void on_timer();  // timer_fd is readable: the quiet period is over
+    void on_timer();  // timer_fd is readable: the rest or the quiet period is over
     // The sandbox is gone: save what changed, without waiting.
     void finish();
 
@@ -62,7 +65,10 @@ private:
     void keep_group(Entry& e, int fd);
     void replace_dest(Entry& e, const std::string& content);
     void warn(const Entry& e, const std::string& text) const;
-    void arm();
+    using Clock = std::chrono::steady_clock;
+    void arm();  // a check after the quiet period
+    void arm_at(Clock::time_point when);
+    void set_timer();
 
     struct Entry {
         std::string option;  // "--login-file SRC DEST", for messages
@@ -79,12 +85,16 @@ private:
         bool dest_created = false;  // something new is at DEST (a link, a FIFO, ...)
         bool src_changed = false;
         std::string refused;  // the last refusal said (reason and inode), said once
+        std::chrono::steady_clock::time_point saved_at{};  // the last write-back (kSaveGap)
     };
     std::vector<Entry> m_entries;
     std::string m_log_prefix;
     UniqueFd m_inotify;
     UniqueFd m_timer;
     unsigned m_saves = 0;  // for unique temp names beside SRC
+    std::optional<Clock::time_point> m_check_at;  // the next check of DEST and SRC
+    bool m_resting = false;  // events are not read until m_rest_until
+    Clock::time_point m_rest_until{};
 };
 
 // In the sandbox's first process, after pivot_root: writes DEST (its

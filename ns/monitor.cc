@@ -280,6 +280,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         if (fds[kPid1].revents)
             break;
         fds[kCommand].fd = command.pidfd();
+        fds[kLogin].fd = logins.inotify_fd();  // -1 while its events rest
     }
 
     siginfo_t info{};

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -90,6 +92,27 @@ inline std::map<std::string, std::string> results(const std::string& out)
         if (size_t sp = line.find(' '); sp != std::string::npos)
             m[line.substr(0, sp)] = line.substr(sp + 1);
     return m;
+}
+
+// The CPU time (user + system, seconds) process `pid` has used so far, by its /proc stat; -1 if
+// it is gone. For the monitor's cost under a storm the sandbox makes.
+inline double cpu_seconds(pid_t pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos)
+        return -1;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+        if (i == 14)
+            utime = std::stoull(field);
+        if (i == 15)
+            stime = std::stoull(field);
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // A command that starts two busy loops and leaves them running: it waits until they have used

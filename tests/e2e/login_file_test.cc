@@ -3,6 +3,7 @@
 // leaves SRC whole, two sandboxes share one SRC. Runs the binary as whoever runs the tests.
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "tests/e2e/e2e.h"
 #include "tests/support/refusal.h"
 
@@ -410,6 +412,62 @@ TEST(LoginFile, RefusedInputLeavesNothingBehind)
     refused(dir / "cred", "/home/../cred", "..");
     refused(dir / "cred", kDest, "DEST given twice", {"--login-file", dir / "cred", kDest});
     host.expect_unchanged();
+}
+
+// Issue 22: storms the agent makes in DEST's directory cost the monitor a few percent of a CPU at
+// most: two seconds each of writes to another file there, renames over DEST, rewrites of DEST in
+// place, and renewals just slow enough to be saved. The monitor's CPU over the storms stays under
+// 10% of a CPU, SRC is written at most once a second, and the last version still reaches SRC.
+TEST(LoginFile, StormsInDestsDirectoryCostTheMonitorLittle)
+{
+    TempDir dir;
+    write_file(dir / "cred", "v0", 0600);
+    // Every write-back renames a temp file over SRC's name: counted here.
+    UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    ASSERT_TRUE(watch);
+    ASSERT_GE(::inotify_add_watch(watch.get(), dir.path().c_str(), IN_MOVED_TO), 0);
+    TempDir logs;
+    const std::string storms =
+        "timeout 2 sh -c 'while :; do echo x > /home/agent/other; done'; "
+        "timeout 2 sh -c 'while :; do echo x > /home/agent/t; mv /home/agent/t /home/agent/.cred; done'; "
+        "timeout 2 sh -c 'i=0; while :; do echo v$i > /home/agent/.cred; i=$((i+1)); done'; "
+        // Renewals just past the quiet period: each one a version to save.
+        "timeout 2 sh -c 'i=0; while :; do echo r$i > /home/agent/.cred; i=$((i+1)); sleep 0.17; done'; "
+        "echo final > /home/agent/.cred; sleep 0.5";
+    pid_t pid = start(args({minimal_root(), {"--dev", "/dev"}, login(dir), sh(storms)}), logs / "out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const double before = cpu_seconds(pid);
+    // Read as they come: the kernel merges an unread event into a like one before it.
+    int saves = 0;
+    auto count_saves = [&] {
+        alignas(inotify_event) char buf[4096];
+        for (ssize_t n; (n = ::read(watch.get(), buf, sizeof buf)) > 0;)
+            for (ssize_t off = 0; off < n;) {
+                const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+                saves += ev->len && std::string(ev->name) == "cred";
+                off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+            }
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 140; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        count_saves();
+    }
+    const double after = cpu_seconds(pid);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(wait_exit(pid), 0) << read_file(logs / "out");
+    ASSERT_GE(before, 0);
+    ASSERT_GE(after, 0);
+    const double share = (after - before) / wall;
+    std::printf("monitor CPU during the storms: %.1f%% of a CPU\n", share * 100);
+    EXPECT_LT(share, 0.10);
+    EXPECT_EQ(read_file(dir / "cred"), "final\n");
+    // Renewals are saved at most once a second (and the last at the end): the storms of writes
+    // never let DEST rest for the quiet period; the renewals would be saved 10 times in 2 s.
+    count_saves();
+    std::printf("write-backs during the storms: %d\n", saves);
+    EXPECT_GE(saves, 2);
+    EXPECT_LE(saves, 5);
 }
 
 }  // namespace
