@@ -125,7 +125,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         relay::RelayOptions options;
         rlimit fds{};
         if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
-            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, 64, options);
+            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, 64 + kMaxTmpfsReported, options);
         // --level-prefix: the relay's lines are warnings (the sandbox runs on).
         if (!plan.log_prefix.empty())
             options.log = [prefix = plan.log_prefix](const std::string& line) {
@@ -169,6 +169,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             const auto& socket = reports.relay_sockets.at(listeners_received++);
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
                 relays->add_listener(std::move(fd), socket);
+        } else if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
+            if (usage)
+                usage->add_tmpfs(std::move(tmpfs->fds));
         } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
             logins.add_sandbox_dir(dir->index, std::move(dir->fd));
             // The sandbox holds the command until DEST is watched (launch.cc).

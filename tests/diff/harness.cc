@@ -344,8 +344,8 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
         std::erase_if(report.lines, [](const std::string& l) {
             return l.rfind("pid ", 0) == 0 || l.rfind("ppid ", 0) == 0 || l.rfind("procs ", 0) == 0;
         });
-    static const std::regex kVolatile(
-        "\"(child-pid|[a-z]+-namespace|wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak)\": ?[0-9]+");
+    static const std::regex kVolatile("\"(child-pid|[a-z]+-namespace|wall-time-us|cpu-user-us|cpu-system-us|memory-"
+                                      "peak-bytes|pids-peak|tmpfs-peak-bytes)\": ?[0-9]+");
     // "sampled", or "cgroup+sampled" where the caller's cgroup is delegated (usage_test checks which).
     static const std::regex kAccounting("\"accounting\": \"[a-z+]+\"");
     for (size_t i = 0; i < row.fds.size(); ++i)
