@@ -234,9 +234,10 @@ void check_modifiers(const Options& o, const std::string& name)
     if (!o.next_overlay_srcs.empty() && name != "overlay-src" && name != "overlay" && name != "tmp-overlay" &&
         name != "ro-overlay")
         throw UsageError(kDanglingOverlaySrc);
-    // bwrap's words; cocoon's --fresh-home, --login-file, --dev and --tmp-overlay take it too.
+    // bwrap's words; cocoon's --fresh-home, --login-file, --dev and --tmp-overlay take it too
+    // (the last after its --overlay-src layers).
     if (o.next_size && name != "tmpfs" && name != "fresh-home" && name != "login-file" && name != "dev" &&
-        name != "tmp-overlay" && name != "size" && name != "perms")
+        name != "tmp-overlay" && name != "overlay-src" && name != "size" && name != "perms")
         throw UsageError("--size must be followed by --tmpfs");
     if (o.next_perms && !takes_perms(name) && name != "size" && name != "perms")
         throw UsageError("--perms must be followed by an option that creates a file");
