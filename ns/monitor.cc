@@ -124,8 +124,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         ::signal(SIGPIPE, SIG_IGN);
         relay::RelayOptions options;
         rlimit fds{};
+        // The report's tmpfs fds (TmpfsMsg) come out of the same limit.
+        const size_t reserve = 64 + (reports.json_status ? kMaxTmpfsReported : 0);
         if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
-            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, 64 + kMaxTmpfsReported, options);
+            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, reserve, options);
         // --level-prefix: the relay's lines are warnings (the sandbox runs on).
         if (!plan.log_prefix.empty())
             options.log = [prefix = plan.log_prefix](const std::string& line) {
