@@ -443,9 +443,9 @@ static void take_out_known_differences(Report& bwrap, Report& cocoon)
         if (std::regex_match(l, m, kInodes) && std::stoull(m[4]) == mount::tmpfs_inodes(std::stoull(m[3]) * 1024))
             l = m[1].str() + m[2].str() + m[5].str();
         else if (std::regex_match(l, m, kInodes) && l.find(" tmpfs src=tmpfs ") != std::string::npos)
-            l = m[1].str() + m[5].str();  // --dev's tmpfs, sized to what it holds (README, row `dev`)
+            l = m[1].str() + m[5].str();  // --dev's tmpfs, sized to what it holds (README, row `all_rows`)
     }
-    // --dev's shm: a tmpfs of its own in cocoon, a directory of /dev's in bwrap (README, row `dev`).
+    // --dev's shm: a tmpfs of its own in cocoon, a directory of /dev's in bwrap (README, row `all_rows`).
     static const std::regex kShm("^mount (\\S+)/shm root=/ tmpfs src=tmpfs [a-z,]+ super=rw,size=[0-9]+k,mode=755.*$");
     std::erase_if(cocoon.lines, [&](const std::string& l) {
         std::smatch m;

@@ -33,12 +33,15 @@ std::vector<std::string> recipe(const TempDir& dir)
 TEST(TmpfsBounds, RootDevAndTheLoginDirRefuse20MiB)
 {
     TempDir dir;
-    Result r = in_sandbox(recipe(dir), sh(write_mib("/big", 20) + write_mib("/dev/big", 20) +
-                                          write_mib("/home/agent/.claude/big", 20) +
-                                          // Control: the fresh home, without --size, takes it.
-                                          write_mib("/home/agent/big", 20)));
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, "/big full\n/dev/big full\n/home/agent/.claude/big full\n/home/agent/big fits\n");
+    // As the caller runs it, and (for root) without capabilities: a bound holds for root too.
+    for (const auto& caps : {std::vector<std::string>{}, no_caps()}) {
+        Result r = in_sandbox(args({recipe(dir), caps}), sh(write_mib("/big", 20) + write_mib("/dev/big", 20) +
+                                                            write_mib("/home/agent/.claude/big", 20) +
+                                                            // Control: the fresh home, without --size, takes it.
+                                                            write_mib("/home/agent/big", 20)));
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.out, "/big full\n/dev/big full\n/home/agent/.claude/big full\n/home/agent/big fits\n");
+    }
 }
 
 TEST(TmpfsBounds, DevShmIsBoundedAndSizeBeforeDevSetsIt)
