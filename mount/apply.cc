@@ -817,6 +817,7 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
             ::close(number);
     fds.clear();
     std::vector<UniqueFd> out;
+    out.reserve(made.size());
     for (MadeTmpfs& t : made)
         out.push_back(std::move(t.mnt));
     return out;
