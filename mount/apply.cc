@@ -9,6 +9,7 @@
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -200,6 +201,38 @@ void set_attrs(int fd, unsigned flags, unsigned long long set, const std::string
     mount_attr attr{};
     attr.attr_set = set;
     check(::mount_setattr(fd, "", AT_EMPTY_PATH | flags, &attr, sizeof attr), what);
+}
+
+// The size and nr_inodes parameters of a tmpfs of `size` bytes (0: none).
+void add_size(std::vector<std::pair<const char*, std::string>>& params, unsigned long long size)
+{
+    if (size == 0)
+        return;
+    params.emplace_back("size", std::to_string(size));
+    params.emplace_back("nr_inodes", std::to_string(tmpfs_inodes(size)));
+}
+
+// Security: a tmpfs cocoon made on its own (the root, --dev's, the data
+// files') is bounded to what set-up put in it and kFitHeadroomBytes and
+// kFitHeadroomInodes more, so the command can fill it with no more than that.
+// Sized now, not when made: --file data and the mount points of later ops
+// are of sizes known only now. mnt: the tmpfs's mount (its root).
+void fit_tmpfs(int mnt, const std::string& name)
+{
+    const std::string what = "Can't bound the tmpfs of " + name;
+    struct statfs st {};
+    check(::fstatfs(mnt, &st), what);
+    const unsigned long long bytes = (st.f_blocks - st.f_bfree) * static_cast<unsigned long long>(st.f_bsize);
+    const unsigned long long inodes = st.f_files - st.f_ffree;
+    UniqueFd fs(::fspick(mnt, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC));
+    if (!fs)
+        throw SysError(errno, what);
+    const std::string size = std::to_string(bytes + kFitHeadroomBytes);
+    const std::string nr_inodes = std::to_string(inodes + kFitHeadroomInodes);
+    if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, "size", size.c_str(), 0) < 0 ||
+        ::fsconfig(fs.get(), FSCONFIG_SET_STRING, "nr_inodes", nr_inodes.c_str(), 0) < 0 ||
+        ::fsconfig(fs.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) < 0)
+        fs_failed(fs.get(), errno, what);
 }
 
 std::string octal(mode_t mode)
@@ -486,13 +519,22 @@ void copy_data(int from, int to, const Data& d)
     }
 }
 
+// A tmpfs apply() made, and whether it is sized at the end (fit_tmpfs).
+struct MadeTmpfs {
+    UniqueFd mnt;
+    std::string name;
+    bool fit = false;
+};
+
 struct Applier {
     int root;
     std::optional<Source>* source;  // the pre-opened source of the current op (a bind's; --proc's host /proc)
     std::vector<HostPath>* layers;  // an overlay op's pre-opened directories
-    int data_dir;  // the hidden tmpfs for --bind-data files and --tmp-overlay, or -1
+    int data_dir;  // the hidden tmpfs for --bind-data files, or -1
+    int upper_dir;  // a --tmp-overlay op's hidden tmpfs for its upper layer, or -1
     const Fds* fds;  // the fds the data ops read
     size_t index;  // the op's position, for unique names in data_dir
+    std::vector<MadeTmpfs>* made;  // every tmpfs made, kept open
 
     void operator()(const Bind& b) const
     {
@@ -513,16 +555,14 @@ struct Applier {
         const std::string what = "Can't mount tmpfs on " + t.dest;
         Target target = mount_point(root, t.dest, true, what, t.parent_mode);
         std::vector<std::pair<const char*, std::string>> params{{"mode", octal(t.mode)}};
-        if (t.size > 0) {
-            params.emplace_back("size", std::to_string(t.size));
-            params.emplace_back("nr_inodes", std::to_string(tmpfs_inodes(t.size)));
-        }
+        add_size(params, t.size);
         if (t.uid)
             params.emplace_back("uid", std::to_string(*t.uid));
         if (t.gid)
             params.emplace_back("gid", std::to_string(*t.gid));
         UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, t.dest);
         attach(mnt.get(), target.fd.get(), what);
+        made->push_back({std::move(mnt), t.dest, t.fit});
     }
     void operator()(const Mqueue& m) const
     {
@@ -614,14 +654,15 @@ struct Applier {
             params.emplace_back("upperdir", fd_path((*layers)[o.sources.size()].fd.get()));
             params.emplace_back("workdir", fd_path((*layers)[o.sources.size() + 1].fd.get()));
         } else if (o.kind == OverlayKind::Tmp) {
-            // Security: the upper layer lives in the hidden tmpfs, which goes
-            // with the old root: the overlay at dest is the only way to it.
-            const std::string upper = "upper-" + std::to_string(index), work = "work-" + std::to_string(index);
+            // Security: the upper layer lives in a hidden tmpfs of the op's
+            // own, which goes with the old root: the overlay at dest is the
+            // only way to it.
+            const std::string upper = "upper", work = "work";
             for (const std::string& name : {upper, work})
-                if (::mkdirat(data_dir, name.c_str(), 0755) < 0)
+                if (::mkdirat(upper_dir, name.c_str(), 0755) < 0)
                     throw SysError(errno, what);
             for (const std::string& name : {upper, work}) {
-                UniqueFd dir(::openat(data_dir, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                UniqueFd dir(::openat(upper_dir, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
                 if (!dir)
                     throw SysError(errno, what);
                 params.emplace_back(name == upper ? "upperdir" : "workdir", fd_path(dir.get()));
@@ -680,7 +721,7 @@ struct Applier {
 
 }  // namespace
 
-void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened)
+std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened)
 {
     // Security: nothing mounted from here on propagates back to the host.
     check(::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr), "Failed to make / slave");
@@ -702,39 +743,57 @@ void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opene
     if (sources_opened)
         sources_opened();
 
-    // --bind-data files and --tmp-overlay upper layers are made in a tmpfs of
-    // their own, attached under the staging point so that the new root covers
-    // it; it is never in the new root's tree. Attached because Linux 6.1's
-    // open_tree clones, and its overlayfs takes layers, only from mounts
-    // attached in our namespace (6.18 would take a detached one for open_tree).
-    auto needs_hidden = [](const Op& op) {
-        auto* d = std::get_if<Data>(&op);
-        auto* o = std::get_if<Overlay>(&op);
-        return (d && d->kind != DataKind::File) || (o && o->kind == OverlayKind::Tmp);
+    // --bind-data files are made in a tmpfs of their own, and each
+    // --tmp-overlay's upper layer in another, attached under the staging point
+    // so that the new root covers them; they are never in the new root's
+    // tree. Attached because Linux 6.1's open_tree clones, and its overlayfs
+    // takes layers, only from mounts attached in our namespace (6.18 would
+    // take a detached one for open_tree).
+    // Not noexec: a --ro-bind-data file may be a script to run, as in bwrap.
+    std::vector<MadeTmpfs> made;
+    auto hidden_tmpfs = [&](const char* name, unsigned long long size, bool fit) {
+        std::vector<std::pair<const char*, std::string>> params{{"mode", "0700"}};
+        add_size(params, size);
+        UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, name);
+        check(::move_mount(mnt.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
+              std::string("Can't attach the tmpfs of ") + name + " on " + kStaging);
+        const int fd = mnt.get();
+        made.push_back({std::move(mnt), name, fit});
+        return fd;
     };
-    UniqueFd data_dir;
-    for (const Op& op : plan.ops)
-        if (needs_hidden(op) && !data_dir) {
-            // Not noexec: a --ro-bind-data file may be a script to run, as in bwrap.
-            data_dir = new_mount("tmpfs", {{"mode", "0700"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "(data files)");
-            check(::move_mount(data_dir.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
-                  std::string("Can't attach the data tmpfs on ") + kStaging);
-        }
+    int data_dir = -1;
+    std::vector<int> upper_dirs(plan.ops.size(), -1);
+    for (size_t i = 0; i < plan.ops.size(); ++i) {
+        auto* d = std::get_if<Data>(&plan.ops[i]);
+        auto* o = std::get_if<Overlay>(&plan.ops[i]);
+        if (d && d->kind != DataKind::File && data_dir < 0)
+            data_dir = hidden_tmpfs("(data files)", 0, true);
+        else if (o && o->kind == OverlayKind::Tmp)
+            upper_dirs[i] = hidden_tmpfs("(--tmp-overlay)", o->size, false);
+    }
 
-    UniqueFd root = new_mount("tmpfs", {{"mode", "0755"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/");
-    check(::move_mount(root.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
+    UniqueFd own_root = new_mount("tmpfs", {{"mode", "0755"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/");
+    check(::move_mount(own_root.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
           std::string("Can't attach the new root on ") + kStaging);
+    // The topmost mount on the root: own_root until an op mounts onto "/".
+    UniqueFd stacked;
+    int root = own_root.get();
 
     for (size_t i = 0; i < plan.ops.size(); ++i) {
-        std::visit(Applier{root.get(), &sources[i], &layers[i], data_dir.get(), &fds, i}, plan.ops[i]);
+        std::visit(Applier{root, &sources[i], &layers[i], data_dir, upper_dirs[i], &fds, i, &made}, plan.ops[i]);
         // A mount onto "/" stacks over the root we hold; walks that start at
         // an fd do not climb onto mounts stacked on it, so take the new top.
         if (dest_of(plan.ops[i]) == "/") {
-            root.reset(::open(kStaging, O_PATH | O_DIRECTORY | O_CLOEXEC));
-            if (!root)
+            stacked.reset(::open(kStaging, O_PATH | O_DIRECTORY | O_CLOEXEC));
+            if (!stacked)
                 throw SysError(errno, std::string("open(") + kStaging + ")");
+            root = stacked.get();
         }
     }
+    made.insert(made.begin(), {std::move(own_root), "/", true});
+    for (const MadeTmpfs& t : made)
+        if (t.fit)
+            fit_tmpfs(t.mnt.get(), t.name);
 
     // Security: the old root is detached, so nothing of the host outside the
     // binds stays reachable, not even through "..".
@@ -743,7 +802,7 @@ void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opene
     check(::chdir(kStaging), std::string("chdir(") + kStaging + ")");
     // Security: the top of the staging point must be the root we built; no
     // mount may have been stacked over it (refuse_covering sees to that).
-    if (place_of(AT_FDCWD, "stat(.)") != place_of(root.get(), "stat(root)"))
+    if (place_of(AT_FDCWD, "stat(.)") != place_of(root, "stat(root)"))
         throw UsageError("Refusing to pivot: a mount covers the new root");
     sys::pivot_root(".", ".");
     check(::umount2(".", MNT_DETACH), "Can't detach the old root");
@@ -753,11 +812,15 @@ void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opene
     // Security: the fds the data and --bind-fd ops used do not reach the
     // command: closed here (bwrap closes them too, even 0-2, which are owned
     // as copies); fds above 2 would be closed at exec anyway.
-    data_dir.reset();
     for (auto& [number, fd] : fds)
         if (number <= 2)
             ::close(number);
     fds.clear();
+    std::vector<UniqueFd> out;
+    out.reserve(made.size());
+    for (MadeTmpfs& t : made)
+        out.push_back(std::move(t.mnt));
+    return out;
 }
 
 }  // namespace cocoon::mount

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "mount/plan.h"
 
@@ -15,6 +16,9 @@ namespace cocoon::mount {
 // the host's /proc) is open and before anything is made: what follows makes
 // files, directories and filesystems, and mounts overlays, whose owner (and
 // an overlay's credentials for its layers) is whoever this process is then.
-void apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened = {});
+// Returns every tmpfs it made (the root, each Tmpfs op's, the hidden ones of
+// --bind-data and --tmp-overlay) as the O_PATH fd of its mount, for the
+// resource report to fstatfs (ns/usage.h); at most one per op and two more.
+std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened = {});
 
 }  // namespace cocoon::mount

@@ -112,10 +112,15 @@ std::string join(const std::string& dir, const char* name)
 
 // bwrap's --dev: a tmpfs with the harmless device nodes bound from the host,
 // the usual /proc/self/fd links, a new devpts instance and an empty shm dir;
-// and the caller's terminal as console, if its stdout is one.
-void expand_dev(const std::string& dest, const std::optional<std::string>& console, std::vector<Op>& out)
+// and the caller's terminal as console, if its stdout is one. Unlike bwrap's,
+// the tmpfs is sized to what it holds and shm is a bounded tmpfs of its own
+// (mode 0755, as bwrap's directory): see kFitHeadroomBytes and kShmSize.
+void expand_dev(const Dev& dev, const std::optional<std::string>& console, std::vector<Op>& out)
 {
-    out.push_back(Tmpfs{dest, kDirMode});
+    const std::string& dest = dev.dest;
+    Tmpfs tmpfs{dest, kDirMode};
+    tmpfs.fit = true;
+    out.push_back(std::move(tmpfs));
     for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
         out.push_back(Bind{std::string("/dev/") + node, join(dest, node), BindKind::Dev, false});
     const char* links[][2] = {{"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
@@ -123,7 +128,7 @@ void expand_dev(const std::string& dest, const std::optional<std::string>& conso
                               {"/proc/kcore", "core"},       {"pts/ptmx", "ptmx"}};
     for (auto& [target, name] : links)
         out.push_back(Symlink{target, join(dest, name)});
-    out.push_back(Dir{join(dest, "shm"), kDirMode});
+    out.push_back(Tmpfs{join(dest, "shm"), kDirMode, dev.shm_size});
     out.push_back(Devpts{join(dest, "pts")});
     // Security: the command has this terminal as its stdout already; the bind
     // gives it a name (so ttyname() works inside), not more access.
@@ -156,7 +161,7 @@ Plan make_plan(const std::vector<InputOp>& ops, const std::optional<std::string>
             [&](auto& o) {
                 o.dest = normalize_dest(o.dest);
                 if constexpr (std::is_same_v<std::decay_t<decltype(o)>, Dev>)
-                    expand_dev(o.dest, console, plan.ops);
+                    expand_dev(o, console, plan.ops);
                 else
                     plan.ops.push_back(std::move(o));
             },

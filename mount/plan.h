@@ -47,6 +47,21 @@ constexpr unsigned long long tmpfs_inodes(unsigned long long size)
     return size / kBytesPerInode > kMinInodes ? size / kBytesPerInode : kMinInodes;
 }
 
+// The tmpfs mounts cocoon makes on its own (the root, --dev's, the hidden
+// one of --bind-data files) are bounded too. Security: without a bound each
+// takes up to half the RAM, and the command may write to each (the root and
+// /dev are the command's where it is the caller). They hold mount points,
+// links and data the set-up copied in, of sizes known only once set-up is
+// done, so they are sized then: what they hold and this much more.
+constexpr unsigned long long kFitHeadroomBytes = 1 << 20;
+constexpr unsigned long long kFitHeadroomInodes = 256;
+// --dev's /dev/shm (POSIX shared memory: shm_open), where no --size comes
+// before --dev: Docker's default.
+constexpr unsigned long long kShmSize = 64ULL << 20;
+// --login-file's directory, where no --size comes before the option: room
+// for the login file (at most 1 MiB) and the temp file an update renames.
+constexpr unsigned long long kLoginDirSize = 4ULL << 20;
+
 struct Tmpfs {
     std::string dest;
     mode_t mode = kDirMode;
@@ -54,6 +69,9 @@ struct Tmpfs {
     unsigned long long size = 0;
     mode_t parent_mode = kDirMode;
     bool fresh_home = false;  // --fresh-home (mode 0700, owned by the command)
+    // --dev's own tmpfs: sized at the end of set-up to what it holds and
+    // kFitHeadroomBytes/kFitHeadroomInodes more (size is then 0).
+    bool fit = false;
     // The root directory's owner (ids as the setup process sees them) where it
     // is not the setup process itself (--uid with --userns); else unset.
     std::optional<uid_t> uid = std::nullopt;
@@ -66,6 +84,8 @@ struct Proc {
 // --dev as given on the command line; the planner expands it into the ops below.
 struct Dev {
     std::string dest;
+    // DEST/shm's size: --size before --dev, else kShmSize.
+    unsigned long long shm_size = kShmSize;
 };
 // A new devpts instance (only made by expanding --dev).
 struct Devpts {
@@ -112,6 +132,9 @@ struct Overlay {
     std::string work;  // --overlay WORKDIR (host path); else empty
     std::string dest;
     OverlayKind kind = OverlayKind::Tmp;
+    // --tmp-overlay: the upper layer's tmpfs size (--size before the option,
+    // with tmpfs_inodes(size) inodes); 0: the kernel's defaults, as --tmpfs.
+    unsigned long long size = 0;
 };
 
 // What apply() executes.

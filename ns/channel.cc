@@ -22,7 +22,9 @@ constexpr char kNamespaces = 'N';
 constexpr char kFirstProcess = 'P';
 constexpr char kOtherProcess = 'O';
 constexpr char kLoginDir = 'D';
+constexpr char kTmpfs = 'T';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
+static_assert(kMaxTmpfsReported <= kMaxFds, "TmpfsMsg is one message");
 
 // body: bytes after the type byte (only with a single message's worth of fds).
 void send_fds(int sock, char type, const std::vector<int>& fds, const std::string& body = "")
@@ -87,6 +89,13 @@ void send_message(int sock, const Message& msg)
         send_fds(sock, pidfd->first_process ? kFirstProcess : kOtherProcess, {pidfd->fd.get()});
         return;
     }
+    if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
+        std::vector<int> fds;
+        for (size_t i = 0; i < tmpfs->fds.size() && i < kMaxTmpfsReported; ++i)
+            fds.push_back(tmpfs->fds[i].get());
+        send_fds(sock, kTmpfs, fds);
+        return;
+    }
     if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
         send_fds(sock, kLoginDir, {dir->fd.get()},
                  std::string(reinterpret_cast<const char*>(&dir->index), sizeof dir->index));
@@ -121,13 +130,18 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
         throw ProtocolError("an empty setup message");
     const char type = data[0];
     const std::string_view body = data.substr(1);
-    const bool wants_fds = type == kListeners || type == kFirstProcess || type == kOtherProcess || type == kLoginDir;
+    const bool wants_fds =
+        type == kListeners || type == kFirstProcess || type == kOtherProcess || type == kLoginDir || type == kTmpfs;
     if (!wants_fds && !fds.empty())
         throw ProtocolError("a setup message of type '" + std::string(1, type) + "' carried fds");
     switch (type) {
     case kListeners:
         if (body.empty() && !fds.empty())
             return ListenersMsg{std::move(fds)};
+        break;
+    case kTmpfs:
+        if (body.empty() && !fds.empty() && fds.size() <= kMaxTmpfsReported)
+            return TmpfsMsg{std::move(fds)};
         break;
     case kFirstProcess:
     case kOtherProcess:

@@ -51,7 +51,14 @@ struct LoginDirMsg {
     uint32_t index = 0;
     UniqueFd fd;
 };
-using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg, PidfdMsg, LoginDirMsg>;
+// --json-status-fd: the tmpfs mounts set-up made (O_PATH fds of their roots),
+// for the report's "tmpfs-peak-bytes" (fstatfs; no path is walked). At most
+// kMaxTmpfsReported of them, in one message.
+struct TmpfsMsg {
+    std::vector<UniqueFd> fds;
+};
+constexpr size_t kMaxTmpfsReported = 64;
+using Message = std::variant<ErrorMsg, StatusMsg, ListenersMsg, NamespacesMsg, PidfdMsg, LoginDirMsg, TmpfsMsg>;
 
 // bwrap's report names these namespaces, in this order, when they are new.
 struct ReportedNamespace {

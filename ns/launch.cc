@@ -123,6 +123,7 @@ struct LaunchContext {
     std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
     int command_cgroup_procs = -1;  // the command's leaf cgroup.procs, for PID 2 (SandboxCgroup)
     bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/command_watch.h)
+    bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 
 constexpr const char* kPid1Mode = "--internal-pid1";
@@ -519,7 +520,14 @@ void release_command(int go)
                 become_host_user(plan.uid, plan.gid);
                 step = "8 (mounts)";
             };
-        mount::apply(plan.mounts, std::move(fds.mount), sources_opened);
+        std::vector<UniqueFd> tmpfs = mount::apply(plan.mounts, std::move(fds.mount), sources_opened);
+        // --json-status-fd: the monitor measures what the tmpfs mounts hold
+        // through these fds, never through paths the command controls.
+        if (ctx.tmpfs_report && !tmpfs.empty()) {
+            tmpfs.resize(std::min(tmpfs.size(), kMaxTmpfsReported));
+            send_message(sock, TmpfsMsg{std::move(tmpfs)});
+        }
+        tmpfs.clear();
         // --login-file: each DEST starts as SRC's copy; the monitor gets its
         // directory (a tmpfs) to watch and to read DEST through.
         step = "8 (login files)";
@@ -669,6 +677,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     if (fds.monitor.json_status)
         usage.emplace();
     LaunchContext ctx;
+    ctx.tmpfs_report = static_cast<bool>(fds.monitor.json_status);
     ctx.terminal_foreground =
         plan.process.forward_signals && ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
     UniqueFd parent = plan.process.die_with_parent ? watch_parent() : UniqueFd();

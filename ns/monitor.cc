@@ -125,8 +125,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         ::signal(SIGPIPE, SIG_IGN);
         relay::RelayOptions options;
         rlimit fds{};
+        // The report's tmpfs fds (TmpfsMsg) come out of the same limit.
+        const size_t reserve = 64 + (reports.json_status ? kMaxTmpfsReported : 0);
         if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
-            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, 64, options);
+            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, reserve, options);
         // --level-prefix: the relay's lines are warnings (the sandbox runs on).
         if (!plan.log_prefix.empty())
             options.log = [prefix = plan.log_prefix](const std::string& line) {
@@ -173,6 +175,9 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                 relays->add_listener(std::move(fd), socket);
         } else if (auto* own = std::get_if<PidfdMsg>(&msg); own && !own->first_process && command.pidfd() < 0) {
             command.watch(std::move(own->fd));  // PID 2's own (ns/command_watch.h)
+        } else if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
+            if (usage)
+                usage->add_tmpfs(std::move(tmpfs->fds));
         } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
             logins.add_sandbox_dir(dir->index, std::move(dir->fd));
             // The sandbox holds the command until DEST is watched (launch.cc).

@@ -5,7 +5,9 @@
 #include "ns/usage.h"
 
 #include <dirent.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <optional>
 #include <sstream>
 #include <vector>
+
+#include "ns/channel.h"
 
 namespace cocoon::ns {
 namespace {
@@ -82,10 +86,39 @@ void UsageMeter::sample(pid_t pid1)
     }
     m_memory_peak = std::max(m_memory_peak, memory);
     m_tasks_peak = std::max(m_tasks_peak, tasks);
+    sample_tmpfs();
 }
 
-Usage UsageMeter::finish() const
+void UsageMeter::add_tmpfs(std::vector<UniqueFd> fds)
 {
+    for (UniqueFd& fd : fds) {
+        struct statfs st {};
+        // Security: the fds come from the sandbox's set-up; only tmpfs
+        // mounts are kept, and no more than the bound (the monitor's fds
+        // are also the relay's).
+        if (m_tmpfs.size() < kMaxTmpfsReported && ::fstatfs(fd.get(), &st) == 0 && st.f_type == TMPFS_MAGIC)
+            m_tmpfs.push_back(std::move(fd));
+    }
+    sample_tmpfs();
+}
+
+// fstatfs on each fd: no path in the sandbox is walked, so nothing the
+// command plants (a symlink, a mount) changes what is measured.
+void UsageMeter::sample_tmpfs()
+{
+    uint64_t bytes = 0;
+    for (const UniqueFd& fd : m_tmpfs) {
+        struct statfs st {};
+        if (::fstatfs(fd.get(), &st) == 0)
+            bytes += (st.f_blocks - st.f_bfree) * static_cast<uint64_t>(st.f_bsize);
+    }
+    m_tmpfs_peak = std::max(m_tmpfs_peak, bytes);
+}
+
+Usage UsageMeter::finish()
+{
+    sample_tmpfs();
+    m_tmpfs.clear();
     Usage u;
     u.wall_us = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count());
@@ -96,6 +129,7 @@ Usage UsageMeter::finish() const
     // The largest single process's peak is a floor the samples may have missed.
     u.memory_peak_bytes = std::max(m_memory_peak, static_cast<uint64_t>(after.ru_maxrss) * 1024);
     u.pids_peak = std::max<uint64_t>(m_tasks_peak, 1);
+    u.tmpfs_peak_bytes = m_tmpfs_peak;
     return u;
 }
 
@@ -104,7 +138,8 @@ std::string UsageMeter::json_members(const Usage& u)
     std::ostringstream out;
     out << ", \"wall-time-us\": " << u.wall_us << ", \"cpu-user-us\": " << u.cpu_user_us
         << ", \"cpu-system-us\": " << u.cpu_system_us << ", \"memory-peak-bytes\": " << u.memory_peak_bytes
-        << ", \"pids-peak\": " << u.pids_peak << ", \"accounting\": \"" << u.accounting << "\"";
+        << ", \"pids-peak\": " << u.pids_peak << ", \"tmpfs-peak-bytes\": " << u.tmpfs_peak_bytes
+        << ", \"accounting\": \"" << u.accounting << "\"";
     return out.str();
 }
 

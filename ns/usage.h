@@ -1,6 +1,6 @@
 // What a sandbox used, measured by the monitor from outside: wall time, CPU
-// of every process of the sandbox, peak memory of the sandbox as a whole and
-// its peak number of tasks. This host path samples /proc (no cgroup v2 with
+// of every process of the sandbox, peak memory of the sandbox as a whole, its
+// peak number of tasks and the peak of what its tmpfs mounts hold. This host path samples /proc (no cgroup v2 with
 // memory and pids controllers here); see ARCHITECTURE.md, "Resource report".
 #pragma once
 
@@ -9,6 +9,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
 
 namespace cocoon::ns {
 
@@ -18,6 +21,11 @@ struct Usage {
     uint64_t cpu_system_us = 0;
     uint64_t memory_peak_bytes = 0;
     uint64_t pids_peak = 0;
+    // The peak, over the samples and the end, of the bytes used in the tmpfs
+    // mounts set-up made (the root, /dev and /dev/shm, --tmpfs, --fresh-home,
+    // the login files' and hidden ones): memory that no process maps need
+    // not show in memory_peak_bytes.
+    uint64_t tmpfs_peak_bytes = 0;
     const char* accounting = "sampled";
 };
 
@@ -32,9 +40,15 @@ public:
     // and their task count. Cheap: a few /proc reads per process.
     void sample(pid_t pid1);
 
+    // The sandbox's tmpfs mounts (O_PATH fds from set-up, ns/channel.h's
+    // TmpfsMsg): each sample adds up their used bytes with fstatfs. At most
+    // kMaxTmpfsReported are kept; an fd of any other filesystem is closed.
+    void add_tmpfs(std::vector<UniqueFd> fds);
+
     // After PID 1 was reaped (its PID namespace's leftovers with it): CPU of
-    // every reaped process since the baseline, and the peaks.
-    Usage finish() const;
+    // every reaped process since the baseline, and the peaks (the tmpfs
+    // mounts sampled once more, then closed).
+    Usage finish();
 
     // The report's fields as JSON members: , "wall-time-us": N, ...
     static std::string json_members(const Usage& usage);
@@ -42,7 +56,10 @@ public:
 private:
     std::chrono::steady_clock::time_point m_start;
     uint64_t m_user_us = 0, m_system_us = 0;
-    uint64_t m_memory_peak = 0, m_tasks_peak = 0;
+    uint64_t m_memory_peak = 0, m_tasks_peak = 0, m_tmpfs_peak = 0;
+    std::vector<UniqueFd> m_tmpfs;
+
+    void sample_tmpfs();
 };
 
 }  // namespace cocoon::ns

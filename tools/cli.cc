@@ -184,10 +184,12 @@ bool takes_perms(const std::string& name)
 
 // --login-file SRC DEST: DEST's directory becomes a tmpfs of its own, made
 // where the option stands (command-line order), so the command may put a temp
-// file beside DEST and rename it over DEST. No size limit beyond the kernel's
-// (as --tmpfs): agents keep their whole state beside the login (~/.claude).
+// file beside DEST and rename it over DEST. Its size is --size's, if one comes
+// before the option, else kLoginDirSize: agents that keep their whole state
+// beside the login (~/.claude) need the caller to say how much.
 void add_login_file(Options& o, const std::string& src, const std::string& dest)
 {
+    const std::optional<unsigned long long> size = std::exchange(o.next_size, std::nullopt);
     const std::string what = "--login-file " + src + " " + dest;
     if (src.empty())
         throw UsageError(what + ": SRC is empty");
@@ -214,9 +216,13 @@ void add_login_file(Options& o, const std::string& src, const std::string& dest)
         }
     };
     for (const mount::InputOp& op : o.mounts)
-        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && names_parent(t->dest))
+        if (auto* t = std::get_if<mount::Tmpfs>(&op); t && names_parent(t->dest)) {
+            if (size)
+                throw UsageError("--size before " + what + ": " + parent +
+                                 " is a tmpfs given earlier, which keeps its own size");
             return;
-    o.mounts.push_back(mount::Tmpfs{parent, 0700, 0, mount::kDirMode});
+        }
+    o.mounts.push_back(mount::Tmpfs{parent, 0700, size.value_or(mount::kLoginDirSize), mount::kDirMode});
 }
 
 // bwrap's rule: a pending --perms or --size must be used by the very next
@@ -228,8 +234,11 @@ void check_modifiers(const Options& o, const std::string& name)
     if (!o.next_overlay_srcs.empty() && name != "overlay-src" && name != "overlay" && name != "tmp-overlay" &&
         name != "ro-overlay")
         throw UsageError(kDanglingOverlaySrc);
-    if (o.next_size && name != "tmpfs" && name != "fresh-home" && name != "size" && name != "perms")
-        throw UsageError("--size must be followed by --tmpfs");  // bwrap's words; --fresh-home takes it too
+    // bwrap's words; cocoon's --fresh-home, --login-file, --dev and --tmp-overlay take it too
+    // (the last after its --overlay-src layers).
+    if (o.next_size && name != "tmpfs" && name != "fresh-home" && name != "login-file" && name != "dev" &&
+        name != "tmp-overlay" && name != "overlay-src" && name != "size" && name != "perms")
+        throw UsageError("--size must be followed by --tmpfs");
     if (o.next_perms && !takes_perms(name) && name != "size" && name != "perms")
         throw UsageError("--perms must be followed by an option that creates a file");
 }
@@ -265,6 +274,8 @@ template <mount::BindKind Kind, bool Optional> void bind(Options& o, const V& a)
 template <mount::OverlayKind Kind> void overlay(Options& o, const V& a)
 {
     mount::Overlay op{std::exchange(o.next_overlay_srcs, {}), "", "", a.back(), Kind};
+    // --size bounds --tmp-overlay's upper layer (check_modifiers refuses it before the others).
+    op.size = std::exchange(o.next_size, std::nullopt).value_or(0);
     if (Kind == mount::OverlayKind::ReadWrite) {
         op.upper = a[0];
         op.work = a[1];
@@ -382,7 +393,10 @@ constexpr Spec kSpecs[] = {
      [](Options& o, const V& a) { o.mounts.push_back(mount::RemountRo{a[0]}); }},
     {"proc", "DEST", "Mount a new procfs on DEST",
      [](Options& o, const V& a) { o.mounts.push_back(mount::Proc{a[0]}); }},
-    {"dev", "DEST", "Mount a new /dev on DEST", [](Options& o, const V& a) { o.mounts.push_back(mount::Dev{a[0]}); }},
+    {"dev", "DEST", "Mount a new /dev on DEST (--size before it: DEST/shm's size, else 64 MiB)",
+     [](Options& o, const V& a) {
+         o.mounts.push_back(mount::Dev{a[0], std::exchange(o.next_size, std::nullopt).value_or(mount::kShmSize)});
+     }},
     {"bind-fd", "FD DEST", "Bind mount the directory or file open at FD on DEST", bind_fd<BindKind::ReadWrite>},
     {"ro-bind-fd", "FD DEST", "Like --bind-fd, read-only", bind_fd<BindKind::ReadOnly>},
     {"tmpfs", "DEST", "Mount a new tmpfs on DEST",
@@ -421,7 +435,9 @@ constexpr Spec kSpecs[] = {
              throw UsageError("--perms given twice for the same action");
          o.next_perms = parse_mode("--perms", a[0]);
      }},
-    {"size", "BYTES", "Set the size in bytes (and one inode per 2 KiB) of the next --tmpfs or --fresh-home",
+    {"size", "BYTES",
+     "Set the size in bytes (and one inode per 2 KiB) of the next --tmpfs, --fresh-home, --dev's shm, "
+     "--login-file's dir or --tmp-overlay's upper layer",
      [](Options& o, const V& a) {
          if (o.next_size)
              throw UsageError("--size given twice for the same action");
@@ -528,7 +544,8 @@ constexpr Spec kExtensionSpecs[] = {
      [](Options& o, const V& a) { o.process.cgroup.memory_max = parse_memory(a[0]); }},
     {"pids-max", "N", "Limit the sandbox to N tasks (cgroup v2 pids.max)",
      [](Options& o, const V& a) { o.process.cgroup.pids_max = parse_pids(a[0]); }},
-    {"login-file", "SRC DEST", "DEST starts as a copy of the host file SRC; changes are saved back to SRC",
+    {"login-file", "SRC DEST",
+     "DEST starts as a copy of the host file SRC; changes are saved back to SRC (DEST's dir: a 4 MiB tmpfs)",
      [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
     {"host-user", "USER[:GROUP]", "As root: the sandbox acts on the host as USER (and GROUP), never as root",
      [](Options& o, const V& a) {

@@ -344,8 +344,8 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
         std::erase_if(report.lines, [](const std::string& l) {
             return l.rfind("pid ", 0) == 0 || l.rfind("ppid ", 0) == 0 || l.rfind("procs ", 0) == 0;
         });
-    static const std::regex kVolatile(
-        "\"(child-pid|[a-z]+-namespace|wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak)\": ?[0-9]+");
+    static const std::regex kVolatile("\"(child-pid|[a-z]+-namespace|wall-time-us|cpu-user-us|cpu-system-us|memory-"
+                                      "peak-bytes|pids-peak|tmpfs-peak-bytes)\": ?[0-9]+");
     // "sampled", or "cgroup+sampled" where the caller's cgroup is delegated (usage_test checks which).
     static const std::regex kAccounting("\"accounting\": \"[a-z+]+\"");
     for (size_t i = 0; i < row.fds.size(); ++i)
@@ -414,11 +414,11 @@ static void take_out_known_differences(Report& bwrap, Report& cocoon)
     static const std::regex kTheirRoot(
         "^mount / root=/newroot tmpfs src=tmpfs ([a-z,]+) super=rw(,uid=\\d+,gid=\\d+)?$");
     static const std::regex kOurRoot(
-        "^mount / root=/ tmpfs src=tmpfs ([a-z,]+) super=rw,mode=755(,uid=\\d+,gid=\\d+)?$");
+        "^mount / root=/ tmpfs src=tmpfs ([a-z,]+) super=rw,size=\\d+k,nr_inodes=\\d+,mode=755(,uid=\\d+,gid=\\d+)?$");
     static const std::regex kTheirData(
         "^(mount \\S+) root=/bindfile[A-Za-z0-9]{6}//deleted tmpfs src=tmpfs ([a-z,]+) super=rw(,uid=\\d+,gid=\\d+)?$");
-    static const std::regex kOurData(
-        "^(mount \\S+) root=/data-[0-9]+//deleted tmpfs src=tmpfs ([a-z,]+) super=rw,mode=700(,uid=\\d+,gid=\\d+)?$");
+    static const std::regex kOurData("^(mount \\S+) root=/data-[0-9]+//deleted tmpfs src=tmpfs ([a-z,]+) "
+                                     "super=rw,size=\\d+k,nr_inodes=\\d+,mode=700(,uid=\\d+,gid=\\d+)?$");
     auto first_root = [](Report& r) {
         return std::find_if(r.lines.begin(), r.lines.end(),
                             [](const std::string& l) { return l.rfind("mount / ", 0) == 0; });
@@ -437,12 +437,23 @@ static void take_out_known_differences(Report& bwrap, Report& cocoon)
     // nr_inodes a --size tmpfs gets from its size (README, row `all_rows`).
     static const std::regex kKeysCover("^mount /proc/(keys|key-users) root=/null .*$");
     std::erase_if(cocoon.lines, [](const std::string& l) { return std::regex_match(l, kKeysCover); });
-    static const std::regex kInodes("^(mount .* super=rw,size=([0-9]+)k),nr_inodes=([0-9]+)(.*)$");
+    static const std::regex kInodes("^(mount .* super=rw)(,size=([0-9]+)k),nr_inodes=([0-9]+)(.*)$");
     for (std::string& l : cocoon.lines) {
         std::smatch m;
-        if (std::regex_match(l, m, kInodes) && std::stoull(m[3]) == mount::tmpfs_inodes(std::stoull(m[2]) * 1024))
-            l = m[1].str() + m[4].str();
+        if (std::regex_match(l, m, kInodes) && std::stoull(m[4]) == mount::tmpfs_inodes(std::stoull(m[3]) * 1024))
+            l = m[1].str() + m[2].str() + m[5].str();
+        else if (std::regex_match(l, m, kInodes) && l.find(" tmpfs src=tmpfs ") != std::string::npos)
+            l = m[1].str() + m[5].str();  // --dev's tmpfs, sized to what it holds (README, row `all_rows`)
     }
+    // --dev's shm: a tmpfs of its own in cocoon, a directory of /dev's in bwrap (README, row `all_rows`).
+    static const std::regex kShm("^mount (\\S+)/shm root=/ tmpfs src=tmpfs [a-z,]+ super=rw,size=[0-9]+k,mode=755.*$");
+    std::erase_if(cocoon.lines, [&](const std::string& l) {
+        std::smatch m;
+        return std::regex_match(l, m, kShm) &&
+               std::none_of(bwrap.lines.begin(), bwrap.lines.end(), [&](const std::string& line) {
+                   return line.rfind("mount " + m[1].str() + "/shm ", 0) == 0;
+               });
+    });
     // Left out until issue 9, item 6 lands: cocoon's PID 1 is not dumpable, so a command without
     // capabilities cannot read its /proc/1/ns (bwrap's is readable, and the same as the command's).
     theirs = std::find(bwrap.lines.begin(), bwrap.lines.end(), "pid1-ns same");

@@ -252,14 +252,15 @@ const std::vector<Row>& rows()
          .fds = {{5, Fd::Output}},
          .differs = {"-fd5 { \"exit-code\": 0 }",
                      "+fd5 { \"exit-code\": 0, \"wall-time-us\": N, \"cpu-user-us\": N, \"cpu-system-us\": N, "
-                     "\"memory-peak-bytes\": N, \"pids-peak\": N, \"accounting\": \"A\" }"}},
+                     "\"memory-peak-bytes\": N, \"pids-peak\": N, \"tmpfs-peak-bytes\": N, \"accounting\": \"A\" }"}},
         {.name = "json_status_fd_killed",
          .options = cat({kOwnProc, {"--json-status-fd", "5"}}),
          .command = {"/bin/sh", "-c", "kill -9 $$"},
          .fds = {{5, Fd::Output}},
          .differs = {"-fd5 { \"exit-code\": 137 }",
                      "+fd5 { \"exit-code\": 137, \"exit-signal\": 9, \"wall-time-us\": N, \"cpu-user-us\": N, "
-                     "\"cpu-system-us\": N, \"memory-peak-bytes\": N, \"pids-peak\": N, \"accounting\": "
+                     "\"cpu-system-us\": N, \"memory-peak-bytes\": N, \"pids-peak\": N, \"tmpfs-peak-bytes\": N, "
+                     "\"accounting\": "
                      "\"A\" }"}},
         {.name = "userns_block_fd",
          .options = cat({userns({"--info-fd", "5", "--userns-block-fd", "6"}), kOwnProc}),

@@ -70,8 +70,9 @@ inline bool contains(const std::string& haystack, const std::string& needle)
 // (which tests/e2e/usage_test.cc checks): { "exit-code": N[, "exit-signal": S] }.
 inline std::string exit_status_only(const std::string& line)
 {
-    static const std::regex usage(", \"(wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak)\": "
-                                  "[0-9]+|, \"accounting\": \"[a-z+]+\"");
+    static const std::regex usage(
+        ", \"(wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak|tmpfs-peak-bytes)\": "
+        "[0-9]+|, \"accounting\": \"[a-z+]+\"");
     return std::regex_replace(line, usage, "");
 }
 

@@ -369,6 +369,37 @@ TEST(ParseArgs, DataOptionsHaveBwrapsDefaultModes)
         EXPECT_EQ(op<mount::Data>(o, i).parent_mode, 0755u);
 }
 
+// cocoon's tmpfs bounds (SECURITY.md, "memory the bound does not cover"): --size also sizes
+// --dev's shm, the login file's directory and --tmp-overlay's upper layer; each has a default.
+TEST(ParseArgs, SizeBoundsShmTheLoginDirAndTheTmpOverlay)
+{
+    Options defaults = parse_args(
+        {"--dev", "/dev", "--login-file", "/c", "/h/c", "--overlay-src", "/l", "--tmp-overlay", "/o", "true"});
+    ASSERT_EQ(defaults.mounts.size(), 3u);
+    EXPECT_EQ(op<mount::Dev>(defaults, 0).shm_size, mount::kShmSize);
+    EXPECT_EQ(op<mount::Tmpfs>(defaults, 1).dest, "/h");
+    EXPECT_EQ(op<mount::Tmpfs>(defaults, 1).size, mount::kLoginDirSize);
+    EXPECT_EQ(op<mount::Overlay>(defaults, 2).size, 0u);
+    Options sized =
+        parse_args({"--size", "100", "--dev", "/dev", "--size", "200", "--login-file", "/c", "/h/c", "--size", "300",
+                    "--overlay-src", "/l", "--tmp-overlay", "/o", "--tmpfs", "/t", "true"});
+    ASSERT_EQ(sized.mounts.size(), 4u);
+    EXPECT_EQ(op<mount::Dev>(sized, 0).shm_size, 100u);
+    EXPECT_EQ(op<mount::Tmpfs>(sized, 1).size, 200u);
+    EXPECT_EQ(op<mount::Overlay>(sized, 2).size, 300u);
+    EXPECT_EQ(op<mount::Tmpfs>(sized, 3).size, 0u);
+    // An earlier tmpfs at the login file's directory keeps its size; a --size for it is refused.
+    EXPECT_EQ(parse_error({"--fresh-home", "/h", "--size", "1", "--login-file", "/c", "/h/c", "true"}),
+              "--size before --login-file /c /h/c: /h is a tmpfs given earlier, which keeps its own size");
+    Options shared = parse_args({"--size", "5", "--tmpfs", "/h", "--login-file", "/c", "/h/c", "true"});
+    ASSERT_EQ(shared.mounts.size(), 1u);
+    EXPECT_EQ(op<mount::Tmpfs>(shared, 0).size, 5u);
+    // The other overlays have no tmpfs to size: bwrap's words, as for any other option.
+    EXPECT_EQ(parse_error({"--size", "1", "--overlay-src", "/l", "--overlay-src", "/m", "--ro-overlay", "/o", "true"}),
+              "--size must be followed by --tmpfs");
+    EXPECT_EQ(parse_error({"--size", "1", "--proc", "/proc", "true"}), "--size must be followed by --tmpfs");
+}
+
 TEST(ParseArgs, PermsAndSizeModifyOnlyTheNextOption)
 {
     Options o = parse_args({"--perms", "0700",   "--tmpfs", "/a",      "--tmpfs", "/b",    "--perms", "640", "--file",

@@ -74,6 +74,22 @@ TEST(MakePlan, ExpandsDev)
     EXPECT_EQ(binds, 6);  // null zero full random urandom tty
     EXPECT_EQ(links, 6);  // fd stdin stdout stderr core ptmx
     EXPECT_EQ(devpts, 1);
+    // /dev is sized to what it holds; shm is a tmpfs of its own, 64 MiB unless --size says.
+    EXPECT_TRUE(std::get<Tmpfs>(plan.ops.front()).fit);
+    EXPECT_EQ(std::get<Tmpfs>(plan.ops.front()).size, 0u);
+    const Tmpfs* shm = nullptr;
+    for (const Op& op : plan.ops)
+        if (auto* t = std::get_if<Tmpfs>(&op); t && t->dest == "/dev/shm")
+            shm = t;
+    ASSERT_NE(shm, nullptr);
+    EXPECT_EQ(shm->size, kShmSize);
+    EXPECT_EQ(shm->mode, 0755u);
+    EXPECT_FALSE(shm->fit);
+    Plan sized = make_plan({Dev{"/d", 4096}});
+    for (const Op& op : sized.ops)
+        if (auto* t = std::get_if<Tmpfs>(&op); t && t->dest == "/d/shm") {
+            EXPECT_EQ(t->size, 4096u);
+        }
 }
 
 TEST(MakePlan, DevElsewhere)
