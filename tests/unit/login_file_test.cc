@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "ns/login_file.h"
 
@@ -43,10 +45,12 @@ int open_dir(const std::string& path)
     return ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-// What the monitor's loop does when a quiet period ends.
+// What the monitor's loop does: the events, then the timer once the quiet period (150 ms) and
+// the events' rest (100 ms) are over.
 void settle(LoginFiles& logins)
 {
     logins.on_events();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     logins.on_timer();
 }
 
