@@ -107,14 +107,14 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     if (!sigisemptyset(&handled))
         sfd.reset(static_cast<int>(check(::signalfd(-1, &handled, SFD_CLOEXEC), "signalfd")));
     UniqueFd timer = process.kill_after ? make_timer() : UniqueFd();
-    // The resource report samples the sandbox's memory and tasks: 100 ms is
-    // often enough to see a peak that lasts half a second.
+    // The resource report samples the sandbox's memory and tasks: every
+    // 100 ms (often enough to see a peak that lasts half a second), or less
+    // often where a sample costs more (UsageMeter::next_interval).
     UniqueFd sampler;
     if (reports.json_status) {
         sampler = make_timer();
-        itimerspec every{{0, 100'000'000}, {0, 100'000'000}};
-        check(::timerfd_settime(sampler.get(), 0, &every, nullptr), "timerfd_settime");
         usage->sample(pid);
+        arm(sampler.get(), usage->next_interval());
     }
     bool timer_armed = false;
 
@@ -257,8 +257,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             egress->run_once();
         if (fds[kSampler].revents & POLLIN) {
             uint64_t ticks;
-            if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks)
+            if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks) {
                 usage->sample(pid);
+                arm(sampler.get(), usage->next_interval());  // its cost sets the next one's time
+            }
         }
         // --login-file: changes to DEST (and to SRC), then the quiet period.
         if (fds[kLogin].revents)

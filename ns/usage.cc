@@ -8,6 +8,7 @@
 #include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,8 +61,26 @@ UsageMeter::UsageMeter() : m_start(std::chrono::steady_clock::now())
     m_system_us = micros(before.ru_stime);
 }
 
+namespace {
+
+double thread_cpu_seconds()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+}  // namespace
+
+double UsageMeter::next_interval() const
+{
+    constexpr double kShortest = 0.1, kLongest = 5.0, kBudget = 0.02;
+    return std::clamp(m_last_cost / kBudget, kShortest, kLongest);
+}
+
 void UsageMeter::sample(pid_t pid1)
 {
+    const double started = thread_cpu_seconds();
     uint64_t memory = 0, tasks = 0;
     std::vector<pid_t> todo{pid1};
     // Bounded: a sandbox that forks faster than this walks is sampled in part.
@@ -87,6 +106,7 @@ void UsageMeter::sample(pid_t pid1)
     m_memory_peak = std::max(m_memory_peak, memory);
     m_tasks_peak = std::max(m_tasks_peak, tasks);
     sample_tmpfs();
+    m_last_cost = thread_cpu_seconds() - started;
 }
 
 void UsageMeter::add_tmpfs(std::vector<UniqueFd> fds)

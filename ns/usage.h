@@ -37,8 +37,14 @@ public:
 
     // Adds one sample of the processes below (and including) pid1: the sum of
     // their proportional set sizes (resident sizes where /proc refuses PSS)
-    // and their task count. Cheap: a few /proc reads per process.
+    // and their task count. A few /proc reads per process and thread, and a
+    // walk of each process's mappings (PSS): what the sandbox holds sets the
+    // cost, so the next sample waits for next_interval().
     void sample(pid_t pid1);
+    // Seconds until the next sample: 0.1, or 50 times what the last one cost
+    // the monitor in CPU (at most 5 s), so sampling takes at most ~2% of a
+    // CPU however many processes, threads or mappings the sandbox makes.
+    double next_interval() const;
 
     // The sandbox's tmpfs mounts (O_PATH fds from set-up, ns/channel.h's
     // TmpfsMsg): each sample adds up their used bytes with fstatfs. At most
@@ -57,6 +63,7 @@ private:
     std::chrono::steady_clock::time_point m_start;
     uint64_t m_user_us = 0, m_system_us = 0;
     uint64_t m_memory_peak = 0, m_tasks_peak = 0, m_tmpfs_peak = 0;
+    double m_last_cost = 0;  // CPU seconds the last sample took
     std::vector<UniqueFd> m_tmpfs;
 
     void sample_tmpfs();

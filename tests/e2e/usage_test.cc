@@ -3,6 +3,7 @@
 // were measured. This host has no cgroup v2 memory or pids controller, so the
 // sampled path is what measures memory and tasks here (ARCHITECTURE.md,
 // "Resource report"); tests/e2e/cgroup_test.cc tests the cgroup's part.
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "ns/cgroup.h"
 #include "tests/e2e/e2e.h"
@@ -50,6 +52,39 @@ double cpu_seconds()
     const double start = cpu_seconds();
     while (cpu_seconds() - start < 0.3)
         sum = sum + 1;
+    std::_Exit(0);
+}();
+
+// Helper mode: COCOON_E2E_MAPPINGS=N makes N one-page mappings (alternately readable and not, so
+// the kernel cannot merge them), touched, forks three children that share them, and sleeps 4 s;
+// COCOON_E2E_THREADS=N starts N threads that sleep 4 s. What a sampler walking /proc pays for.
+[[maybe_unused]] const bool kStormHelper = [] {
+    const char* mappings = std::getenv("COCOON_E2E_MAPPINGS");
+    const char* threads = std::getenv("COCOON_E2E_THREADS");
+    if (!mappings && !threads)
+        return false;
+    if (mappings) {
+        const long page = ::sysconf(_SC_PAGESIZE);
+        for (long i = 0, n = std::atol(mappings); i < n; ++i) {
+            void* p =
+                ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED)
+                std::_Exit(3);
+            static_cast<char*>(p)[0] = 1;
+            if (i % 2)
+                ::mprotect(p, static_cast<size_t>(page), PROT_READ);
+        }
+        for (int i = 0; i < 3; ++i)
+            if (::fork() == 0)
+                break;
+        std::this_thread::sleep_for(std::chrono::seconds(4));
+        std::_Exit(0);
+    }
+    std::vector<std::thread> all;
+    for (long i = 0, n = std::atol(threads); i < n; ++i)
+        all.emplace_back([] { std::this_thread::sleep_for(std::chrono::seconds(4)); });
+    for (std::thread& t : all)
+        t.join();
     std::_Exit(0);
 }();
 
@@ -128,6 +163,36 @@ TEST(Usage, LeftoverProcessesCount)
     EXPECT_GE(seen, 0.3) << r.out;
     EXPECT_GE(cpu, seen) << exit_line << " the loops had used " << seen << " s";
     EXPECT_GE(json_number(exit_line, "pids-peak"), 4u) << exit_line;
+}
+
+// Issue 22: the sampler's cost is bounded whatever the sandbox holds: 4 processes of 65,000
+// mappings each (PSS is a walk of every mapping), or 3,000 threads (each one's children file is
+// read). The monitor's CPU over 3 s of either stays under 10% of a CPU, and the report still
+// comes.
+TEST(Usage, ASandboxFullOfMappingsOrThreadsCostsTheSamplerLittle)
+{
+    const std::string helper = self_exe();
+    for (auto [name, value] : {std::pair{"COCOON_E2E_MAPPINGS", "65000"}, std::pair{"COCOON_E2E_THREADS", "3000"}}) {
+        SCOPED_TRACE(name);
+        TempDir logs;
+        std::vector<std::string> argv = {cocoon_bin()};
+        for (const std::string& a : args({minimal_root(),
+                                          {"--unshare-pid", "--dev", "/dev", "--ro-bind", helper, "/helper", "--setenv",
+                                           name, value, "--json-status-fd", "1", "/helper"}}))
+            argv.push_back(a);
+        pid_t pid = start_logged(argv, logs / "out");
+        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+        const double before = test::cpu_seconds(pid);
+        const auto t0 = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+        const double after = test::cpu_seconds(pid);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        EXPECT_EQ(wait_exit(pid), 0) << read_file(logs / "out");
+        const double share = (after - before) / wall;
+        std::printf("%s=%s: the monitor used %.1f%% of a CPU\n", name, value, share * 100);
+        EXPECT_LT(share, 0.10);
+        EXPECT_TRUE(contains(read_file(logs / "out"), "\"pids-peak\"")) << read_file(logs / "out");
+    }
 }
 
 }  // namespace
