@@ -117,4 +117,21 @@ std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& c
     }
 }
 
+std::vector<std::string> proc_stat_fields(const std::string& stat)
+{
+    std::vector<std::string> out;
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos)
+        return out;
+    size_t at = close + 1;
+    while (at < stat.size() && stat[at] == ' ') {
+        const size_t start = at + 1;
+        at = stat.find_first_of(" \n", start);
+        if (at == std::string::npos)
+            at = stat.size();
+        out.push_back(stat.substr(start, at - start));
+    }
+    return out;
+}
+
 }  // namespace cocoon::sys

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "base/unique_fd.h"
 
@@ -39,5 +40,10 @@ void write_file(const std::string& path, const std::string& data, int dirfd = AT
 // SysError(errno, context) when it cannot be read, and SysError(EFBIG) past
 // max_bytes, so a caller that passes /dev/zero gets an error, not an OOM.
 std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context);
+
+// The fields of a /proc/PID/stat text from field 3 (state) on: [0] is field 3. The comm field
+// before them is the process's own choice (any bytes, parentheses too), so they are counted from
+// the last ')'. Empty for a text without one. Pure.
+std::vector<std::string> proc_stat_fields(const std::string& stat);
 
 }  // namespace cocoon::sys

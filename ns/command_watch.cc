@@ -35,30 +35,16 @@ pid_t pid_of(int pidfd)
 
 std::optional<int> zombie_wait_status(const std::string& stat)
 {
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos)
+    // Field 3 is the state, field 52 exit_code.
+    const std::vector<std::string> fields = sys::proc_stat_fields(stat);
+    if (fields.size() < 50 || fields[0] != "Z")
         return std::nullopt;
-    // Fields from 3 (state) on, one space apart; exit_code is field 52.
-    size_t at = close + 1;
-    for (int field = 3; field <= 52; ++field) {
-        if (at >= stat.size() || stat[at] != ' ')
-            return std::nullopt;
-        const size_t start = at + 1;
-        at = stat.find_first_of(" \n", start);
-        if (at == std::string::npos)
-            at = stat.size();
-        if (field == 3 && stat.compare(start, at - start, "Z") != 0)
-            return std::nullopt;
-        if (field == 52) {
-            const std::string text = stat.substr(start, at - start);
-            char* end = nullptr;
-            const long value = std::strtol(text.c_str(), &end, 10);
-            if (text.empty() || *end || value < 0 || value > 0xffff)
-                return std::nullopt;
-            return static_cast<int>(value);
-        }
-    }
-    return std::nullopt;
+    const std::string& text = fields[49];
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end || value < 0 || value > 0xffff)
+        return std::nullopt;
+    return static_cast<int>(value);
 }
 
 void CommandWatch::watch(UniqueFd pidfd)

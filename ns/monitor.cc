@@ -241,7 +241,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         }
         if (fds[kTimer].revents & POLLIN) {
             // --kill-after ran out: the kernel kills every process of the
-            // sandbox once its PID 1 dies.
+            // sandbox once its PID 1 dies. What they used is sampled first:
+            // no wait of the monitor's counts a process killed with PID 1.
+            if (sampler)
+                usage->sample(pid);
             send_signal(pidfd, SIGKILL);
             fds[kTimer].fd = -1;
         }

@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <vector>
 
+#include "base/sys.h"
 #include "ns/channel.h"
 
 namespace cocoon::ns {
@@ -81,16 +83,24 @@ double UsageMeter::next_interval() const
 void UsageMeter::sample(pid_t pid1)
 {
     const double started = thread_cpu_seconds();
-    uint64_t memory = 0, tasks = 0;
+    uint64_t memory = 0, tasks = 0, user_ticks = 0, system_ticks = 0;
     std::vector<pid_t> todo{pid1};
     // Bounded: a sandbox that forks faster than this walks is sampled in part.
     for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
         const std::string dir = "/proc/" + std::to_string(todo[i]);
         memory += memory_of(todo[i]);
-        std::ifstream task_list(dir + "/status");
-        for (std::string line; std::getline(task_list, line);)
-            if (line.rfind("Threads:", 0) == 0)
-                tasks += std::strtoull(line.c_str() + 8, nullptr, 10);
+        // Threads, and CPU: the process's own and what it reaped (cutime, cstime), so the sum
+        // over the tree holds every process of it that was reaped inside, also those the end
+        // kills (which no wait of the monitor's ever counts).
+        std::ifstream stat_file(dir + "/stat");
+        const std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+        const std::vector<std::string> fields = sys::proc_stat_fields(stat);
+        if (fields.size() >= 18) {
+            auto number = [&](size_t field) { return std::strtoull(fields[field - 3].c_str(), nullptr, 10); };
+            user_ticks += number(14) + number(16);
+            system_ticks += number(15) + number(17);
+            tasks += number(20);
+        }
         // Children of every thread, not only of the main one.
         if (DIR* threads = ::opendir((dir + "/task").c_str())) {
             while (dirent* tid = ::readdir(threads)) {
@@ -105,6 +115,11 @@ void UsageMeter::sample(pid_t pid1)
     }
     m_memory_peak = std::max(m_memory_peak, memory);
     m_tasks_peak = std::max(m_tasks_peak, tasks);
+    const uint64_t tick_us = 1000000 / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+    if ((user_ticks + system_ticks) * tick_us > m_sampled_user_us + m_sampled_system_us) {
+        m_sampled_user_us = user_ticks * tick_us;
+        m_sampled_system_us = system_ticks * tick_us;
+    }
     sample_tmpfs();
     m_last_cost = thread_cpu_seconds() - started;
 }
@@ -146,6 +161,12 @@ Usage UsageMeter::finish()
     ::getrusage(RUSAGE_CHILDREN, &after);
     u.cpu_user_us = micros(after.ru_utime) - std::min(m_user_us, micros(after.ru_utime));
     u.cpu_system_us = micros(after.ru_stime) - std::min(m_system_us, micros(after.ru_stime));
+    // A PID 1 killed (--kill-after, a signal) takes its killed processes' CPU with it: the
+    // samples' figure is the floor.
+    if (m_sampled_user_us + m_sampled_system_us > u.cpu_user_us + u.cpu_system_us) {
+        u.cpu_user_us = m_sampled_user_us;
+        u.cpu_system_us = m_sampled_system_us;
+    }
     // The largest single process's peak is a floor the samples may have missed.
     u.memory_peak_bytes = std::max(m_memory_peak, static_cast<uint64_t>(after.ru_maxrss) * 1024);
     u.pids_peak = std::max<uint64_t>(m_tasks_peak, 1);

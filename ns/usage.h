@@ -64,6 +64,8 @@ private:
     uint64_t m_user_us = 0, m_system_us = 0;
     uint64_t m_memory_peak = 0, m_tasks_peak = 0, m_tmpfs_peak = 0;
     double m_last_cost = 0;  // CPU seconds the last sample took
+    // The CPU of the sampled tree (own and reaped, /proc/PID/stat), at the sample that saw most.
+    uint64_t m_sampled_user_us = 0, m_sampled_system_us = 0;
     std::vector<UniqueFd> m_tmpfs;
 
     void sample_tmpfs();

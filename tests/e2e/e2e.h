@@ -2,12 +2,15 @@
 // picking apart what the sandboxed command printed. Runs in the test process.
 #pragma once
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <cstdlib>
 #include <map>
 #include <regex>
 #include <set>
@@ -93,6 +96,27 @@ inline std::map<std::string, std::string> results(const std::string& out)
         if (size_t sp = line.find(' '); sp != std::string::npos)
             m[line.substr(0, sp)] = line.substr(sp + 1);
     return m;
+}
+
+// The unprivileged user of the tests: cocoon-test, which CI makes (and this makes, as root,
+// where it is missing).
+inline constexpr const char* kTestUser = "cocoon-test";
+struct TestUser {
+    uid_t uid = 0;
+    gid_t gid = 0;
+};
+
+inline std::optional<TestUser> test_user()
+{
+    passwd* pw = ::getpwnam(kTestUser);
+    if (!pw && is_root()) {
+        if (std::system("useradd --system --no-create-home --shell /usr/sbin/nologin cocoon-test") != 0)
+            return std::nullopt;
+        pw = ::getpwnam(kTestUser);
+    }
+    if (!pw)
+        return std::nullopt;
+    return TestUser{pw->pw_uid, pw->pw_gid};
 }
 
 // The CPU time (user + system, seconds) process `pid` has used so far, by its /proc stat; -1 if

@@ -36,7 +36,7 @@
 namespace cocoon::test {
 namespace {
 
-constexpr const char* kUser = "cocoon-test";
+constexpr const char* kUser = kTestUser;
 constexpr const char* kNeedsRoot =
     "needs a root caller: --host-user is refused to any other (HostUserRefusal.RefusedToANonRootCaller, "
     "which the unprivileged pass runs, tries that)";
@@ -52,26 +52,6 @@ std::string build_dir()
 std::string probe()
 {
     return build_dir() + "/cocoon_host_user_probe";
-}
-
-// The unprivileged user the sandbox acts as: cocoon-test, which CI makes (and this makes, as
-// root, where it is missing).
-struct TestUser {
-    uid_t uid = 0;
-    gid_t gid = 0;
-};
-
-std::optional<TestUser> test_user()
-{
-    passwd* pw = ::getpwnam(kUser);
-    if (!pw && is_root()) {
-        if (std::system("useradd --system --no-create-home --shell /usr/sbin/nologin cocoon-test") != 0)
-            return std::nullopt;
-        pw = ::getpwnam(kUser);
-    }
-    if (!pw)
-        return std::nullopt;
-    return TestUser{pw->pw_uid, pw->pw_gid};
 }
 
 // cocoon run as root with supplementary groups as well, gid 0 and shadow's (which may read

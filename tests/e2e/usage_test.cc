@@ -3,6 +3,7 @@
 // were measured. This host has no cgroup v2 memory or pids controller, so the
 // sampled path is what measures memory and tasks here (ARCHITECTURE.md,
 // "Resource report"); tests/e2e/cgroup_test.cc tests the cgroup's part.
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -192,6 +193,53 @@ TEST(Usage, ASandboxFullOfMappingsOrThreadsCostsTheSamplerLittle)
         std::printf("%s=%s: the monitor used %.1f%% of a CPU\n", name, value, share * 100);
         EXPECT_LT(share, 0.10);
         EXPECT_TRUE(contains(read_file(logs / "out"), "\"pids-peak\"")) << read_file(logs / "out");
+    }
+}
+
+// Issue 23: a run that --kill-after ends still reports the CPU of what it killed (no wait of the
+// monitor's counts a process killed with PID 1): the busy loops ignore SIGTERM, print what they
+// had used by then, and go on until the SIGKILL. With a cgroup of its own (root; the
+// unprivileged pass's delegated one) CPU comes from the cgroup; as root, the same through
+// cocoon-test in this process's cgroup, which it may not write, takes the sampled path.
+TEST(Usage, WhatKillAfterEndsStillCounts)
+{
+    TempDir bin;
+    ASSERT_EQ(::chmod(bin.path().c_str(), 0755), 0);
+    ASSERT_EQ(std::system(("cp '" + cocoon_bin() + "' '" + (bin / "cocoon") + "'").c_str()), 0);
+    std::vector<std::vector<std::string>> runners = {{}};
+    if (is_root() && test_user())
+        runners.push_back({"/usr/sbin/runuser", "-u", kTestUser, "--"});
+    for (const auto& runner : runners) {
+        SCOPED_TRACE(runner.empty() ? "as the caller" : "as cocoon-test");
+        TempDir logs;
+        ASSERT_EQ(::chmod(logs.path().c_str(), 0777), 0);
+        std::vector<std::string> argv =
+            args({runner,
+                  {bin / "cocoon"},
+                  minimal_root(),
+                  {"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--kill-after", "1", "--forward-signals",
+                   "--json-status-fd", "1", "sh", "-c", "trap '' TERM; " + busy_loops().back() + "; sleep 100"}});
+        pid_t pid = start_logged(argv, logs / "out");
+        // Until the loops have used 0.3 s (they print it), then a stop.
+        for (int i = 0; i < 300 && !contains(read_file(logs / "out"), "ticks "); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ::kill(pid, SIGTERM);
+        const int code = wait_exit(pid, 10000);
+        const std::string out = read_file(logs / "out");
+        // runuser's own words ("Session terminated, ... killed.") come around the exit line.
+        std::string exit_line;
+        for (const std::string& line : lines(out))
+            if (contains(line, "\"exit-code\""))
+                exit_line = line;
+        // runuser answers SIGTERM itself (143) once cocoon is done.
+        if (runner.empty()) {
+            EXPECT_EQ(code, 128 + SIGKILL) << out;
+        }
+        EXPECT_EQ(json_number(exit_line, "exit-code"), 128u + SIGKILL) << out;
+        const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
+        const double seen = busy_loops_seen(out);
+        EXPECT_GE(seen, 0.3) << out;
+        EXPECT_GE(cpu, seen) << exit_line << " the loops had used " << seen << " s";
     }
 }
 
