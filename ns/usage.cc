@@ -5,9 +5,11 @@
 #include "ns/usage.h"
 
 #include <dirent.h>
+#include <linux/kcmp.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -84,11 +87,27 @@ void UsageMeter::sample(pid_t pid1)
 {
     const double started = thread_cpu_seconds();
     uint64_t memory = 0, tasks = 0, user_ticks = 0, system_ticks = 0;
+    // Processes that share one address space (clone(CLONE_VM) without CLONE_THREAD: vfork,
+    // posix_spawn until the exec) have one PSS between them, each seeing all of it: counted
+    // once. Such processes read the same statm, so kcmp(KCMP_VM) compares only those.
+    std::map<std::string, std::vector<pid_t>> address_spaces;
+    auto counted_already = [&](pid_t pid, const std::string& dir) {
+        std::ifstream statm_file(dir + "/statm");
+        std::string statm;
+        std::getline(statm_file, statm);
+        std::vector<pid_t>& same = address_spaces[statm];
+        for (pid_t other : same)
+            if (::syscall(SYS_kcmp, other, pid, KCMP_VM, 0, 0) == 0)
+                return true;
+        same.push_back(pid);
+        return false;
+    };
     std::vector<pid_t> todo{pid1};
     // Bounded: a sandbox that forks faster than this walks is sampled in part.
     for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
         const std::string dir = "/proc/" + std::to_string(todo[i]);
-        memory += memory_of(todo[i]);
+        if (!counted_already(todo[i], dir))
+            memory += memory_of(todo[i]);
         // Threads, and CPU: the process's own and what it reaped (cutime, cstime), so the sum
         // over the tree holds every process of it that was reaped inside, also those the end
         // kills (which no wait of the monitor's ever counts).

@@ -3,6 +3,7 @@
 // were measured. This host has no cgroup v2 memory or pids controller, so the
 // sampled path is what measures memory and tasks here (ARCHITECTURE.md,
 // "Resource report"); tests/e2e/cgroup_test.cc tests the cgroup's part.
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -87,6 +88,33 @@ double cpu_seconds()
     for (std::thread& t : all)
         t.join();
     std::_Exit(0);
+}();
+
+// Helper mode: COCOON_E2E_SHARED_VM touches kTouchMiB MiB, then clones a child that shares its
+// memory (CLONE_VM, as vfork and posix_spawn do) and sleeps 1.5 s in it; both wait meanwhile.
+[[maybe_unused]] const bool kSharedVmHelper = [] {
+    if (!std::getenv("COCOON_E2E_SHARED_VM"))
+        return false;
+    const size_t bytes = kTouchMiB << 20;
+    char* block = static_cast<char*>(std::malloc(bytes));
+    if (!block)
+        std::_Exit(2);
+    volatile char* touch = block;
+    for (size_t i = 0; i < bytes; i += 4096)
+        touch[i] = 1;
+    static char stack[64 * 1024];
+    const int child = ::clone(
+        [](void*) -> int {
+            timespec ts{1, 500'000'000};
+            ::nanosleep(&ts, nullptr);
+            ::_exit(0);
+        },
+        stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
+    if (child < 0)
+        std::_Exit(3);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    std::_Exit(touch[0] == 1 ? 0 : 4);
 }();
 
 std::string self_exe()
@@ -241,6 +269,21 @@ TEST(Usage, WhatKillAfterEndsStillCounts)
         EXPECT_GE(seen, 0.3) << out;
         EXPECT_GE(cpu, seen) << exit_line << " the loops had used " << seen << " s";
     }
+}
+
+// Issue 23: a child that shares its parent's memory (CLONE_VM) is not counted twice: the peak of
+// a program of 256 MiB with such a child stays near 256 MiB (it was twice that).
+TEST(Usage, MemorySharedByCloneVmCountsOnce)
+{
+    const std::string helper = self_exe();
+    Result r = in_sandbox({"--unshare-pid", "--dev", "/dev", "--ro-bind", helper, "/helper", "--setenv",
+                           "COCOON_E2E_SHARED_VM", "1", "--json-status-fd", "1"},
+                          {"/helper"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const std::string exit_line = lines(r.out).back();
+    const uint64_t peak = json_number(exit_line, "memory-peak-bytes");
+    EXPECT_GE(peak, kTouchMiB << 20) << exit_line;
+    EXPECT_LT(peak, (kTouchMiB << 20) * 3 / 2) << exit_line;
 }
 
 }  // namespace
