@@ -55,6 +55,12 @@ public:
     // Returns what it borrowed to the pools; call before destroying it. Bytes in flight are lost.
     void release(const Pumps& pumps);
 
+    // At most `bytes` more are read from the Tcp side (the client) and passed on; then that
+    // direction is done without a shutdown (the origin is not told the client finished: some
+    // servers end the exchange on it), and what the client sends later stays unread in its socket
+    // until the connection closes (with an RST if anything was left).
+    void limit_upload(uint64_t bytes);
+
     // Bytes delivered from `source` to the other side so far.
     uint64_t delivered(Side source) const { return m_dir[index(source)].delivered; }
 
@@ -78,6 +84,8 @@ private:
         size_t size = 0;
         bool eof = false;
         bool shut = false;
+        bool quiet_eof = false;  // the EOF is a limit_upload's end: pass it on without shutdown
+        uint64_t left = UINT64_MAX;  // bytes that may still be read from the source
         uint64_t delivered = 0;  // bytes the destination took, for --egress-log
     };
     enum class Status { Idle, Busy, Starved, Reset };
@@ -85,6 +93,7 @@ private:
     static constexpr size_t index(Side side) { return static_cast<size_t>(side); }
     Status copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers);
     Status splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, PipePool& pipes);
+    static void take_allowance(Direction& dir, size_t n);
     static bool pass_eof(Direction& dir, Endpoint& dst, bool other_done);
 
     Endpoint m_end[2];
