@@ -251,14 +251,14 @@ std::vector<sockaddr_storage> EgressPolicy::admit(const std::string& host,
     std::vector<sockaddr_storage> out;
     for (const sockaddr_storage& a : resolved) {
         std::string kind = internal_address_class(a);
+        kind = kind.empty() ? kind : "a " + kind + " address";
         if (kind.empty() &&
             std::any_of(m_own.begin(), m_own.end(), [&](const auto& own) { return same_address(own, a); }))
-            kind = "this host's own";
+            kind = "an address of this host";
         if (kind.empty() || m_allow.lists_address(a, port))
             out.push_back(a);
         else if (refused.empty())
-            refused =
-                host + " resolves to " + address_text(a) + ", a " + kind + " address that is not on the allowlist";
+            refused = host + " resolves to " + address_text(a) + ", " + kind + " that is not on the allowlist";
     }
     return out;
 }
