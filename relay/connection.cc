@@ -30,11 +30,17 @@ constexpr int kCallBudget = 16;
 // limit_upload's count: the direction ends (quietly) when its allowance is read.
 inline void Connection::take_allowance(Direction& dir, size_t n)
 {
-    if (dir.left == UINT64_MAX)
+    if (!dir.limited)
         return;
-    dir.left -= std::min<uint64_t>(dir.left, n);
+    dir.left -= static_cast<uint32_t>(std::min<size_t>(dir.left, n));
     if (dir.left == 0)
         dir.eof = true;
+}
+
+// The most the next read from the source may take: `room`, or less under limit_upload.
+inline size_t Connection::allowance(const Direction& dir, size_t room)
+{
+    return dir.limited ? std::min<size_t>(room, dir.left) : room;
 }
 
 Connection::Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener) : m_listener(listener)
@@ -43,11 +49,11 @@ Connection::Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener) : 
     m_end[index(Side::Unix)].fd = std::move(unix_socket);
 }
 
-void Connection::limit_upload(uint64_t bytes)
+void Connection::limit_upload(uint32_t bytes)
 {
     Direction& up = m_dir[index(Side::Tcp)];
+    up.limited = true;
     up.left = bytes;
-    up.quiet_eof = true;
     if (bytes == 0)
         up.eof = true;
 }
@@ -130,8 +136,7 @@ Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst
         }
         // Backpressure: src is read only into free room of the buffer; a full buffer leaves the
         // bytes in src's socket buffer, and the sender's window closes.
-        const size_t room =
-            static_cast<size_t>(std::min<uint64_t>(dir.left, dir.buffer ? capacity - dir.head - dir.size : capacity));
+        const size_t room = allowance(dir, dir.buffer ? capacity - dir.head - dir.size : capacity);
         if (!dir.eof && src.readable && room > 0) {
             if (!dir.buffer) {
                 try {
@@ -202,7 +207,7 @@ Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& d
         // a segment of up to a compound page (32 KiB from TCP), so it can be full with fewer
         // bytes (a 100-byte segment takes a slot) or hold more; the kernel stops at whichever
         // comes first.
-        const size_t room = static_cast<size_t>(std::min<uint64_t>(dir.left, pipes.pipe_size() - dir.size));
+        const size_t room = allowance(dir, pipes.pipe_size() - dir.size);
         if (!dir.eof && src.readable && room > 0) {
             if (!dir.pipe) {
                 dir.pipe = pipes.take();
@@ -246,7 +251,7 @@ Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& d
 bool Connection::pass_eof(Direction& dir, Endpoint& dst, bool other_done)
 {
     if (dir.eof && dir.size == 0 && !dir.shut) {
-        if (!other_done && !dir.quiet_eof && ::shutdown(dst.fd.get(), SHUT_WR) < 0)
+        if (!other_done && !dir.limited && ::shutdown(dst.fd.get(), SHUT_WR) < 0)
             return false;
         dir.shut = true;
     }

@@ -59,7 +59,7 @@ public:
     // direction is done without a shutdown (the origin is not told the client finished: some
     // servers end the exchange on it), and what the client sends later stays unread in its socket
     // until the connection closes (with an RST if anything was left).
-    void limit_upload(uint64_t bytes);
+    void limit_upload(uint32_t bytes);
 
     // Bytes delivered from `source` to the other side so far.
     uint64_t delivered(Side source) const { return m_dir[index(source)].delivered; }
@@ -84,8 +84,10 @@ private:
         size_t size = 0;
         bool eof = false;
         bool shut = false;
-        bool quiet_eof = false;  // the EOF is a limit_upload's end: pass it on without shutdown
-        uint64_t left = UINT64_MAX;  // bytes that may still be read from the source
+        // limit_upload: `left` more bytes may be read from the source, and its end is passed on
+        // without a shutdown. (32 bits, in what was padding: the object stays 120 bytes.)
+        bool limited = false;
+        uint32_t left = 0;
         uint64_t delivered = 0;  // bytes the destination took, for --egress-log
     };
     enum class Status { Idle, Busy, Starved, Reset };
@@ -94,6 +96,7 @@ private:
     Status copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers);
     Status splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, PipePool& pipes);
     static void take_allowance(Direction& dir, size_t n);
+    static size_t allowance(const Direction& dir, size_t room);
     static bool pass_eof(Direction& dir, Endpoint& dst, bool other_done);
 
     Endpoint m_end[2];

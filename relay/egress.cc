@@ -224,6 +224,10 @@ ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t
                 why = "malformed Content-Length";
                 return ParseResult::Bad;
             }
+            if (body > kMaxBody) {
+                why = "a body over " + std::to_string(kMaxBody) + " bytes: send it through CONNECT";
+                return ParseResult::Bad;
+            }
         }
         forward =
             std::string(method) + " " + path + " " + std::string(version) + "\r\n" + kept + "Connection: close\r\n\r\n";
@@ -587,9 +591,9 @@ void Egress::on_connected(Client& c)
     };
     // adopt takes over the reservation (a client accepted without one, at the limit, is refused).
     owned->reservation = nullptr;
-    std::optional<uint64_t> limit;
+    std::optional<uint32_t> limit;
     if (!owned->request.connect)
-        limit = owned->upload_left;
+        limit = static_cast<uint32_t>(owned->upload_left);  // the parser keeps a body under 4 GiB
     if (!m_relay.adopt(std::move(owned->fd), std::move(owned->upstream), hook, limit)) {
         --tally.allowed;
         ++tally.refused;

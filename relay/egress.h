@@ -45,6 +45,8 @@ enum class ParseResult { Incomplete, Ok, Bad };
 
 // The most a request head may take, with its blank line.
 constexpr size_t kMaxRequestHead = size_t{16} * 1024;
+// The largest plain HTTP body (Content-Length) passed on: the relay counts it in 32 bits.
+constexpr uint64_t kMaxBody = UINT32_MAX;
 
 // Parses the head at the start of `data` (the bytes received so far). Ok: `out` is filled and
 // `head_size` is where the head ends (what follows is the body, or the client's first TLS

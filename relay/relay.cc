@@ -394,7 +394,7 @@ void Relay::release()
         sync_listeners(Clock::now());
 }
 
-bool Relay::adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close, std::optional<uint64_t> upload_limit)
+bool Relay::adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close, std::optional<uint32_t> upload_limit)
 {
     // The caller's reservation becomes this connection.
     if (m_reserved > 0)

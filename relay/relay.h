@@ -93,7 +93,7 @@ public:
     // bytes are never read (a plain HTTP request's body ends there: see Connection::limit_upload).
     // The caller's reservation (reserve()), if it holds one, becomes this connection.
     using CloseHook = std::function<void(uint64_t up, uint64_t down)>;
-    bool adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close, std::optional<uint64_t> upload_limit = {});
+    bool adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close, std::optional<uint32_t> upload_limit = {});
 
     // Security: a connection being set up elsewhere (an --egress handshake: its client's and its
     // upstream's fds) counts against max_connections like a relayed one, so the sandbox cannot

@@ -129,6 +129,8 @@ TEST(EgressParse, TheHostHeaderMustNameTheUrisAuthority)
         {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", false},
         {"POST http://a.example/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", false},
         {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", false},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 4294967295\r\n\r\n", true},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 4294967296\r\n\r\n", false},
         // CONNECT's target is its authority; its Host header is not looked at.
         {"CONNECT a.example:443 HTTP/1.1\r\nHost: b.example\r\n\r\n", true},
     };

@@ -865,7 +865,7 @@ TEST(RelayAdopt, AnUploadLimitStopsWhatTheClientSendsLater)
             ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, client), 0);
             ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, upstream), 0);
             UniqueFd app(client[0]), origin(upstream[1]);
-            std::optional<uint64_t> limit;
+            std::optional<uint32_t> limit;
             if (limited)
                 limit = 3;
             ASSERT_TRUE(relay.adopt(UniqueFd(client[1]), UniqueFd(upstream[0]), {}, limit));
