@@ -12,7 +12,9 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <new>
 #include <utility>
 
@@ -25,10 +27,35 @@ constexpr int kCallBudget = 16;
 
 }  // namespace
 
+// limit_upload's count: the direction ends (quietly) when its allowance is read.
+inline void Connection::take_allowance(Direction& dir, size_t n)
+{
+    if (!dir.limited)
+        return;
+    dir.left -= static_cast<uint32_t>(std::min<size_t>(dir.left, n));
+    if (dir.left == 0)
+        dir.eof = true;
+}
+
+// The most the next read from the source may take: `room`, or less under limit_upload.
+inline size_t Connection::allowance(const Direction& dir, size_t room)
+{
+    return dir.limited ? std::min<size_t>(room, dir.left) : room;
+}
+
 Connection::Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener) : m_listener(listener)
 {
     m_end[index(Side::Tcp)].fd = std::move(tcp);
     m_end[index(Side::Unix)].fd = std::move(unix_socket);
+}
+
+void Connection::limit_upload(uint32_t bytes)
+{
+    Direction& up = m_dir[index(Side::Tcp)];
+    up.limited = true;
+    up.left = bytes;
+    if (bytes == 0)
+        up.eof = true;
 }
 
 Outcome Connection::on_event(Side side, uint32_t events, const Pumps& pumps)
@@ -109,7 +136,7 @@ Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst
         }
         // Backpressure: src is read only into free room of the buffer; a full buffer leaves the
         // bytes in src's socket buffer, and the sender's window closes.
-        const size_t room = dir.buffer ? capacity - dir.head - dir.size : capacity;
+        const size_t room = allowance(dir, dir.buffer ? capacity - dir.head - dir.size : capacity);
         if (!dir.eof && src.readable && room > 0) {
             if (!dir.buffer) {
                 try {
@@ -124,6 +151,7 @@ Connection::Status Connection::copy(Direction& dir, Endpoint& src, Endpoint& dst
             ssize_t n = ::recv(src.fd.get(), dir.buffer.get() + dir.head + dir.size, room, MSG_DONTWAIT);
             if (n > 0) {
                 dir.size += static_cast<size_t>(n);
+                take_allowance(dir, static_cast<size_t>(n));
                 // Short read: src's queue is empty now, and new bytes will raise a new edge. Not
                 // after a hang-up, whose edge may already be spent: read on to the 0.
                 if (static_cast<size_t>(n) < room && !src.hung_up)
@@ -179,7 +207,7 @@ Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& d
         // a segment of up to a compound page (32 KiB from TCP), so it can be full with fewer
         // bytes (a 100-byte segment takes a slot) or hold more; the kernel stops at whichever
         // comes first.
-        const size_t room = pipes.pipe_size() - dir.size;
+        const size_t room = allowance(dir, pipes.pipe_size() - dir.size);
         if (!dir.eof && src.readable && room > 0) {
             if (!dir.pipe) {
                 dir.pipe = pipes.take();
@@ -190,6 +218,7 @@ Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& d
             ssize_t n = ::splice(src.fd.get(), nullptr, dir.pipe.write.get(), nullptr, room, kFlags);
             if (n > 0) {
                 dir.size += static_cast<size_t>(n);
+                take_allowance(dir, static_cast<size_t>(n));
                 moved = true;
             } else if (n == 0) {
                 dir.eof = true;
@@ -222,7 +251,7 @@ Connection::Status Connection::splice(Direction& dir, Endpoint& src, Endpoint& d
 bool Connection::pass_eof(Direction& dir, Endpoint& dst, bool other_done)
 {
     if (dir.eof && dir.size == 0 && !dir.shut) {
-        if (!other_done && ::shutdown(dst.fd.get(), SHUT_WR) < 0)
+        if (!other_done && !dir.limited && ::shutdown(dst.fd.get(), SHUT_WR) < 0)
             return false;
         dir.shut = true;
     }

@@ -55,6 +55,12 @@ public:
     // Returns what it borrowed to the pools; call before destroying it. Bytes in flight are lost.
     void release(const Pumps& pumps);
 
+    // At most `bytes` more are read from the Tcp side (the client) and passed on; then that
+    // direction is done without a shutdown (the origin is not told the client finished: some
+    // servers end the exchange on it), and what the client sends later stays unread in its socket
+    // until the connection closes (with an RST if anything was left).
+    void limit_upload(uint32_t bytes);
+
     // Bytes delivered from `source` to the other side so far.
     uint64_t delivered(Side source) const { return m_dir[index(source)].delivered; }
 
@@ -78,6 +84,10 @@ private:
         size_t size = 0;
         bool eof = false;
         bool shut = false;
+        // limit_upload: `left` more bytes may be read from the source, and its end is passed on
+        // without a shutdown. (32 bits, in what was padding: the object stays 120 bytes.)
+        bool limited = false;
+        uint32_t left = 0;
         uint64_t delivered = 0;  // bytes the destination took, for --egress-log
     };
     enum class Status { Idle, Busy, Starved, Reset };
@@ -85,6 +95,8 @@ private:
     static constexpr size_t index(Side side) { return static_cast<size_t>(side); }
     Status copy(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, BufferPool& buffers);
     Status splice(Direction& dir, Endpoint& src, Endpoint& dst, bool other_done, PipePool& pipes);
+    static void take_allowance(Direction& dir, size_t n);
+    static size_t allowance(const Direction& dir, size_t room);
     static bool pass_eof(Direction& dir, Endpoint& dst, bool other_done);
 
     Endpoint m_end[2];

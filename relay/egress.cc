@@ -1,4 +1,5 @@
-// --egress: the request parser, the allowlist, the address classes, and the handshake loop.
+// --egress: the request parser and the handshake loop (the decisions are in egress_policy.cc, the
+// log in egress_log.cc). Runs in the monitor.
 // Security: everything a client sends is hostile. The head is read into a buffer capped at
 // kMaxRequestHead, with a deadline; the parser looks only at the bytes it was given; a name is
 // resolved on the host and the monitor connects to the very address it checked (no second
@@ -8,6 +9,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <ifaddrs.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -27,96 +29,6 @@ namespace cocoon::relay {
 
 namespace {
 
-std::string lower(std::string_view text)
-{
-    std::string out(text);
-    for (char& c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-std::optional<uint16_t> parse_port_text(std::string_view text)
-{
-    unsigned value = 0;
-    auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || text.size() > 5 || err != std::errc() || end != text.data() + text.size() || value == 0 ||
-        value > 65535)
-        return std::nullopt;
-    return static_cast<uint16_t>(value);
-}
-
-// A DNS name as a client may ask for it: letters, digits, '-', '.', '_' (seen in real names),
-// 1 to 253 bytes, no empty label.
-bool valid_name(std::string_view name)
-{
-    if (name.empty() || name.size() > 253 || name.front() == '.' || name.find("..") != std::string_view::npos)
-        return false;
-    return std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
-    });
-}
-
-// "host:port", "[v6]:port" or, without a port, "host" / "[v6]" (port then nullopt). False for
-// anything else. host comes back without brackets.
-bool split_authority(std::string_view text, std::string& host, std::optional<uint16_t>& port, bool& bracketed)
-{
-    bracketed = false;
-    std::string_view rest;
-    if (!text.empty() && text.front() == '[') {
-        size_t close = text.find(']');
-        if (close == std::string_view::npos)
-            return false;
-        host = std::string(text.substr(1, close - 1));
-        rest = text.substr(close + 1);
-        bracketed = true;
-    } else {
-        size_t colon = text.rfind(':');
-        host = std::string(text.substr(0, colon));
-        rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon);
-    }
-    port.reset();
-    if (rest.empty())
-        return !host.empty();
-    if (rest.front() != ':')
-        return false;
-    port = parse_port_text(rest.substr(1));
-    return port.has_value() && !host.empty();
-}
-
-bool same_address(const sockaddr_storage& a, const sockaddr_storage& b)
-{
-    if (a.ss_family != b.ss_family)
-        return false;
-    if (a.ss_family == AF_INET)
-        return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr ==
-               reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
-    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
-}
-
-bool port_allowed(const AllowRule& rule, uint16_t port)
-{
-    return rule.port ? *rule.port == port : (port == 443 || port == 80);
-}
-
-std::string json_string(std::string_view text)
-{
-    std::string out = "\"";
-    for (char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            char esc[8];
-            std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
-            out += esc;
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
-
 std::string utc_now()
 {
     timespec ts{};
@@ -128,20 +40,6 @@ std::string utc_now()
     char millis[8];
     std::snprintf(millis, sizeof millis, ".%03dZ", static_cast<int>(ts.tv_nsec / 1000000) % 1000);
     return std::string(date) + millis;
-}
-
-void write_line(int fd, const std::string& line)
-{
-    std::string text = line + "\n";
-    size_t done = 0;
-    while (done < text.size()) {
-        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;  // the log's reader is gone: the run goes on without it
-        done += static_cast<size_t>(n);
-    }
 }
 
 const char* reason_phrase(int status)
@@ -164,138 +62,29 @@ const char* reason_phrase(int status)
 
 constexpr uint64_t kTimerToken = 1;
 constexpr uint64_t kResolverToken = 2;
+constexpr uint64_t kLogToken = 3;
 constexpr uint64_t kListenerBase = 16;  // + listener index
 constexpr uint64_t kFirstClient = 1 << 20;
 // Accepts per second at most (the rest wait in the listen backlog), against a sandbox that
 // opens connections in a loop.
 constexpr size_t kAcceptsPerSecond = 2000;
+// How long the listeners rest after accept4 failed for want of fds (the timer's period).
+constexpr std::chrono::milliseconds kAcceptPause{250};
+// The host's own addresses are read again at most this often (an interface may come up later).
+constexpr std::chrono::seconds kOwnAddressesMaxAge{1};
+// At the end, how long the summary may wait for a slow --egress-log reader.
+constexpr int kLogDrainMs = 1000;
+
+std::string trim(std::string_view text)
+{
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+        text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+        text.remove_suffix(1);
+    return std::string(text);
+}
 
 }  // namespace
-
-AllowRule parse_allow_rule(const std::string& pattern)
-{
-    const std::string option = "--egress-allow " + pattern;
-    AllowRule rule;
-    std::string host;
-    bool bracketed = false;
-    if (!split_authority(pattern, host, rule.port, bracketed))
-        throw UsageError(option + ": expected HOST, *.SUFFIX, an IP address or [IPv6], with an optional :PORT");
-    if (auto address = parse_ip_literal(host, 0)) {
-        if (bracketed != (address->ss_family == AF_INET6))
-            throw UsageError(option + ": an IPv6 address is written in brackets, [::1]");
-        rule.address = address;
-        rule.host = address_text(*address);
-        return rule;
-    }
-    if (bracketed)
-        throw UsageError(option + ": not an IPv6 address in brackets");
-    host = lower(host);
-    if (host.rfind("*.", 0) == 0) {
-        rule.wildcard = true;
-        host = host.substr(1);  // ".suffix"
-        if (!valid_name(host.substr(1)) || host.find('*') != std::string::npos)
-            throw UsageError(option + ": not a host name after *.");
-    } else if (!valid_name(host)) {
-        throw UsageError(option + ": not a host name");
-    }
-    rule.host = host;
-    return rule;
-}
-
-bool Allowlist::allows_name(const std::string& host, uint16_t port) const
-{
-    for (const AllowRule& rule : m_rules) {
-        if (rule.address || !port_allowed(rule, port))
-            continue;
-        if (rule.wildcard ? host.size() > rule.host.size() &&
-                                host.compare(host.size() - rule.host.size(), rule.host.size(), rule.host) == 0
-                          : host == rule.host)
-            return true;
-    }
-    return false;
-}
-
-bool Allowlist::lists_address(const sockaddr_storage& address, uint16_t port) const
-{
-    for (const AllowRule& rule : m_rules)
-        if (rule.address && port_allowed(rule, port) && same_address(*rule.address, address))
-            return true;
-    return false;
-}
-
-std::optional<sockaddr_storage> parse_ip_literal(const std::string& text, uint16_t port)
-{
-    sockaddr_storage out{};
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&out);
-    if (::inet_pton(AF_INET, text.c_str(), &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        return out;
-    }
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&out);
-    if (::inet_pton(AF_INET6, text.c_str(), &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(port);
-        return out;
-    }
-    return std::nullopt;
-}
-
-std::string internal_address_class(const sockaddr_storage& address)
-{
-    uint32_t v4 = 0;
-    if (address.ss_family == AF_INET) {
-        v4 = ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr);
-    } else {
-        const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
-        const uint8_t* b = a.s6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&a) || IN6_IS_ADDR_V4COMPAT(&a)) {
-            v4 = uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15];
-        } else {
-            if (IN6_IS_ADDR_LOOPBACK(&a))
-                return "loopback";
-            if (IN6_IS_ADDR_UNSPECIFIED(&a))
-                return "unspecified";
-            if (IN6_IS_ADDR_LINKLOCAL(&a))
-                return "link-local";
-            if (IN6_IS_ADDR_SITELOCAL(&a) || (b[0] & 0xfe) == 0xfc)
-                return "private";
-            if (IN6_IS_ADDR_MULTICAST(&a))
-                return "multicast";
-            if (b[0] == 0x20 && b[1] == 0x02)
-                return "6to4";  // embeds an IPv4 address of any class
-            if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b)
-                return "NAT64";
-            return "";
-        }
-    }
-    auto in = [&](uint32_t net, int bits) { return (v4 >> (32 - bits)) == (net >> (32 - bits)); };
-    if (in(0x7f000000, 8))
-        return "loopback";
-    if (in(0x00000000, 8))
-        return "unspecified";
-    if (in(0x0a000000, 8) || in(0xac100000, 12) || in(0xc0a80000, 16))
-        return "private";
-    if (in(0xa9fe0000, 16))
-        return "link-local";
-    if (in(0x64400000, 10))
-        return "shared (CGNAT)";
-    if (in(0xe0000000, 4) || v4 == 0xffffffff)
-        return "multicast or broadcast";
-    if (in(0xf0000000, 4))
-        return "reserved";
-    return "";
-}
-
-std::string address_text(const sockaddr_storage& address)
-{
-    char text[INET6_ADDRSTRLEN] = "?";
-    if (address.ss_family == AF_INET)
-        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof text);
-    else if (address.ss_family == AF_INET6)
-        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text, sizeof text);
-    return text;
-}
 
 ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t& head_size, std::string& why)
 {
@@ -339,6 +128,8 @@ ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t
     // Header lines: name ":" value, no control bytes; obsolete line folding is refused.
     std::string_view headers = head.substr(line_end + 2);
     std::string kept;
+    std::vector<std::string> host_headers, lengths;
+    bool chunked = false;
     for (size_t pos = 0; pos < headers.size();) {
         size_t eol = headers.find("\r\n", pos);
         std::string_view h = headers.substr(pos, eol - pos);
@@ -350,7 +141,7 @@ ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t
             why = "malformed header line";
             return ParseResult::Bad;
         }
-        std::string name = lower(h.substr(0, colon));
+        std::string name = lower_case(h.substr(0, colon));
         if (name.find_first_of(" \t") != std::string::npos) {
             why = "malformed header line";
             return ParseResult::Bad;
@@ -359,22 +150,28 @@ ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t
         // client's, so one upstream connection carries this request's exchange only.
         if (name == "proxy-connection" || name == "proxy-authorization" || name == "connection" || name == "keep-alive")
             continue;
+        if (name == "host")
+            host_headers.push_back(trim(h.substr(colon + 1)));
+        else if (name == "content-length")
+            lengths.push_back(trim(h.substr(colon + 1)));
+        else if (name == "transfer-encoding")
+            chunked = true;
         kept.append(h).append("\r\n");
     }
 
     std::string host;
     std::optional<uint16_t> port;
     bool bracketed = false;
+    std::string forward;
+    uint64_t body = 0;
     if (method == "CONNECT") {
         if (!split_authority(target, host, port, bracketed) || !port) {
             why = "CONNECT needs host:port";
             return ParseResult::Bad;
         }
-        out.connect = true;
-        out.forward.clear();
     } else {
         constexpr std::string_view kScheme = "http://";
-        if (target.size() <= kScheme.size() || lower(target.substr(0, kScheme.size())) != kScheme) {
+        if (target.size() <= kScheme.size() || lower_case(target.substr(0, kScheme.size())) != kScheme) {
             why = "only CONNECT and absolute http:// URIs are proxied";
             return ParseResult::Bad;
         }
@@ -390,17 +187,65 @@ ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t
         }
         if (!port)
             port = 80;
-        out.connect = false;
-        out.forward =
+        // Security: the origin serves what the Host header names, so it must name the URI's
+        // authority; else an allowed address (a CDN, a shared host) could be asked for any site.
+        if (host_headers.size() > 1) {
+            why = "more than one Host header";
+            return ParseResult::Bad;
+        }
+        if (host_headers.size() == 1) {
+            std::string named;
+            std::optional<uint16_t> named_port;
+            bool named_bracketed = false;
+            if (!split_authority(host_headers[0], named, named_port, named_bracketed) ||
+                lower_case(named) != lower_case(host) || named_port.value_or(80) != *port ||
+                named_bracketed != bracketed) {
+                why = "the Host header does not name the request's authority";
+                return ParseResult::Bad;
+            }
+        } else {
+            kept += "Host: " + std::string(authority) + "\r\n";
+        }
+        // Security: one request per connection: the origin gets this request's head and body
+        // and nothing the client sends after them (no pipelined request to another site), so
+        // the body's end must be known from Content-Length alone.
+        if (chunked) {
+            why = "Transfer-Encoding in a request is not proxied: send Content-Length";
+            return ParseResult::Bad;
+        }
+        if (lengths.size() > 1) {
+            why = "more than one Content-Length header";
+            return ParseResult::Bad;
+        }
+        if (lengths.size() == 1) {
+            const std::string& text = lengths[0];
+            auto [end_at, err] = std::from_chars(text.data(), text.data() + text.size(), body);
+            if (text.empty() || err != std::errc() || end_at != text.data() + text.size()) {
+                why = "malformed Content-Length";
+                return ParseResult::Bad;
+            }
+            if (body > kMaxBody) {
+                why = "a body over " + std::to_string(kMaxBody) + " bytes: send it through CONNECT";
+                return ParseResult::Bad;
+            }
+        }
+        forward =
             std::string(method) + " " + path + " " + std::string(version) + "\r\n" + kept + "Connection: close\r\n\r\n";
     }
-    out.host = lower(host);
-    out.port = *port;
-    const bool literal = parse_ip_literal(out.host, 0).has_value();
-    if (bracketed ? !literal || out.host.find(':') == std::string::npos : !literal && !valid_name(out.host)) {
-        why = "not a host name or address: " + std::string(host.substr(0, 64));
+    // Security: the name is checked before anything keeps it (the tally, the log's host field)
+    // or resolves it: a name longer than kMaxHostName, or with other bytes, is a 400.
+    const std::string name = lower_case(host);
+    const bool literal = parse_ip_literal(name, 0).has_value();
+    if (bracketed ? !literal || name.find(':') == std::string::npos : !literal && !valid_name(name)) {
+        why = name.size() > kMaxHostName ? "host name longer than " + std::to_string(kMaxHostName) + " bytes"
+                                         : "not a host name or address: " + std::string(host.substr(0, 64));
         return ParseResult::Bad;
     }
+    out.connect = method == "CONNECT";
+    out.host = name;
+    out.port = *port;
+    out.forward = std::move(forward);
+    out.body = body;
     return ParseResult::Ok;
 }
 
@@ -418,11 +263,23 @@ struct Egress::Client {
     Clock::time_point started;
     std::string when;  // the time it was accepted, for the log
     uint64_t sent = 0;  // bytes sent upstream before the relay took over
+    uint64_t upload_left = 0;  // plain HTTP: body bytes still to come from the client
+    // Its share of the relay's connection budget (two fds), given back when the client goes,
+    // unless adopt took it over.
+    Relay* reservation = nullptr;
+    Client() = default;
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+    ~Client()
+    {
+        if (reservation)
+            reservation->release();
+    }
     std::string key() const { return request.host + ":" + std::to_string(request.port); }
 };
 
 Egress::Egress(EgressOptions options, Relay& relay)
-    : m_options(std::move(options)), m_allow(m_options.allow), m_relay(relay),
+    : m_options(std::move(options)), m_policy(m_options.allow), m_log(std::move(m_options.log)), m_relay(relay),
       m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1 (egress)"))),
       m_timer(static_cast<int>(
           check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create (egress)"))),
@@ -434,6 +291,13 @@ Egress::Egress(EgressOptions options, Relay& relay)
         ev.data.u64 = token;
         check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev), "epoll_ctl (egress)");
     }
+    if (m_log.poll_fd() >= 0) {
+        // Watched for EPOLLOUT only while lines wait; a file epoll cannot watch waits for the timer.
+        epoll_event ev{};
+        ev.data.u64 = kLogToken;
+        m_log_in_epoll = ::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, m_log.poll_fd(), &ev) == 0;
+    }
+    refresh_own_addresses();
     // Deadlines and the accept rate are looked at every 250 ms.
     itimerspec every{{0, 250'000'000}, {0, 250'000'000}};
     check(::timerfd_settime(m_timer.get(), 0, &every, nullptr), "timerfd_settime (egress)");
@@ -468,6 +332,8 @@ void Egress::run_once()
             on_timer();
         else if (token == kResolverToken)
             on_resolved();
+        else if (token == kLogToken)
+            sync_log();
         else if (token >= kFirstClient)
             on_client(token, events[i].events);
         else if (token >= kListenerBase && token - kListenerBase < m_listeners.size())
@@ -478,15 +344,25 @@ void Egress::run_once()
 void Egress::on_listener(int listener)
 {
     for (int batch = 0; batch < 64; ++batch) {
-        if (m_clients.size() >= m_options.max_pending || m_accepted_this_second >= kAcceptsPerSecond) {
+        if (m_clients.size() >= m_options.max_pending || m_accepted_this_second >= kAcceptsPerSecond ||
+            !m_relay.has_room()) {
             sync_listeners();
             return;
         }
         int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return;  // EAGAIN, or out of fds: the client waits in the backlog
+        if (fd < 0) {
+            // Security: out of fds (or memory) the listener stays readable; it leaves the epoll
+            // set for a tick instead of being tried again at once (a spinning monitor).
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                m_paused_until = Clock::now() + kAcceptPause;
+                sync_listeners();
+            }
+            return;  // EAGAIN, or a client that went away: the next edge brings the next
+        }
         ++m_accepted_this_second;
         auto client = std::make_unique<Client>();
+        if (m_relay.reserve())
+            client->reservation = &m_relay;
         client->id = kFirstClient + m_next_id++;
         client->fd.reset(fd);
         client->started = Clock::now();
@@ -503,7 +379,8 @@ void Egress::on_listener(int listener)
 
 void Egress::sync_listeners()
 {
-    const bool want = m_clients.size() < m_options.max_pending && m_accepted_this_second < kAcceptsPerSecond;
+    const bool want = m_clients.size() < m_options.max_pending && m_accepted_this_second < kAcceptsPerSecond &&
+                      m_relay.has_room() && Clock::now() >= m_paused_until;
     if (want == m_listening)
         return;
     m_listening = want;
@@ -573,18 +450,16 @@ void Egress::decide(Client& c)
 {
     const ProxyRequest& r = c.request;
     if (auto literal = parse_ip_literal(r.host, r.port)) {
-        // Security: an address is reached only if it is listed as one; a name rule never
-        // covers it.
-        if (!m_allow.lists_address(*literal, r.port)) {
-            refuse(c, 403, "the address " + r.host + " port " + std::to_string(r.port) + " is not on the allowlist");
+        if (std::string why = m_policy.check_literal(r.host, *literal, r.port); !why.empty()) {
+            refuse(c, 403, why);
             return;
         }
         c.candidates = {*literal};
         start_connect(c);
         return;
     }
-    if (!m_allow.allows_name(r.host, r.port)) {
-        refuse(c, 403, r.host + " port " + std::to_string(r.port) + " is not on the allowlist");
+    if (std::string why = m_policy.check_name(r.host, r.port); !why.empty()) {
+        refuse(c, 403, why);
         return;
     }
     c.state = Client::State::Resolving;
@@ -602,18 +477,10 @@ void Egress::on_resolved()
             refuse(c, 502, "can't resolve " + c.request.host + ": " + res.error);
             continue;
         }
-        // Security: a public name that resolves to the host's own services (loopback, the LAN,
-        // link-local metadata) is refused unless that very address is listed: DNS rebinding and
-        // SSRF reach nothing the operator did not name.
+        // Security: EgressPolicy::admit refuses the host's own addresses and internal ones.
+        refresh_own_addresses();
         std::string refused;
-        for (const sockaddr_storage& a : res.addresses) {
-            std::string kind = internal_address_class(a);
-            if (kind.empty() || m_allow.lists_address(a, c.request.port))
-                c.candidates.push_back(a);
-            else if (refused.empty())
-                refused = c.request.host + " resolves to " + address_text(a) + ", a " + kind +
-                          " address that is not on the allowlist";
-        }
+        c.candidates = m_policy.admit(c.request.host, res.addresses, c.request.port, refused);
         if (c.candidates.empty()) {
             refuse(c, 403, refused);
             continue;
@@ -671,7 +538,14 @@ void Egress::on_connected(Client& c)
         // What goes upstream first: the rewritten head of a plain HTTP request, then whatever
         // the client sent after its head (a body, or TLS bytes sent before our answer).
         std::string rest = c.buffer.substr(c.head_size);
-        c.buffer = c.request.connect ? rest : c.request.forward + rest;
+        if (!c.request.connect) {
+            // Security: the body as Content-Length counts it, and nothing after it (a pipelined
+            // request); the relay passes on the rest of the body and no more (limit_upload).
+            const size_t early = static_cast<size_t>(std::min<uint64_t>(rest.size(), c.request.body));
+            c.upload_left = c.request.body - early;
+            rest = c.request.forward + rest.substr(0, early);
+        }
+        c.buffer = std::move(rest);
         if (c.request.connect) {
             static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
             if (::send(c.fd.get(), kEstablished.data(), kEstablished.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
@@ -699,7 +573,7 @@ void Egress::on_connected(Client& c)
     ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, c.upstream.get(), nullptr);
     auto node = m_clients.extract(c.id);
     std::unique_ptr<Client> owned = std::move(node.mapped());
-    Tally& tally = m_tally[owned->key()];
+    EgressTally::Counts& tally = m_tally.at(owned->key(), false);
     ++tally.allowed;
     auto shared = std::make_shared<Client>();
     shared->request = owned->request;
@@ -715,7 +589,12 @@ void Egress::on_connected(Client& c)
         if (!m_closed)
             log_line(*shared, true, "", up, down);
     };
-    if (!m_relay.adopt(std::move(owned->fd), std::move(owned->upstream), hook)) {
+    // adopt takes over the reservation (a client accepted without one, at the limit, is refused).
+    owned->reservation = nullptr;
+    std::optional<uint32_t> limit;
+    if (!owned->request.connect)
+        limit = static_cast<uint32_t>(owned->upload_left);  // the parser keeps a body under 4 GiB
+    if (!m_relay.adopt(std::move(owned->fd), std::move(owned->upstream), hook, limit)) {
         --tally.allowed;
         ++tally.refused;
         log_line(*shared, false, "too many connections", 0, 0);
@@ -731,7 +610,7 @@ void Egress::refuse(Client& c, int status, const std::string& reason)
                                "\r\nConnection: close\r\nX-Cocoon-Egress: refused\r\n\r\n" + body;
     ssize_t sent = ::send(c.fd.get(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)sent;  // best effort: a client that does not read its answer is not waited for
-    ++m_tally[c.request.host.empty() ? "(malformed)" : c.key()].refused;
+    ++m_tally.at(c.request.host.empty() ? "(malformed)" : c.key(), true).refused;
     log_line(c, false, reason, 0, 0);
     finish(c.id);
 }
@@ -756,6 +635,8 @@ void Egress::on_timer()
         m_second_started = now;
         m_accepted_this_second = 0;
     }
+    m_log.flush();
+    sync_log();
     std::vector<uint64_t> late;
     for (auto& [id, c] : m_clients)
         if (now >= c->deadline)
@@ -773,7 +654,7 @@ void Egress::on_timer()
 
 void Egress::log_line(const Client& c, bool allowed, const std::string& reason, uint64_t up, uint64_t down)
 {
-    if (!m_options.log)
+    if (!m_log)
         return;
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
     std::string line = "{ \"time\": " + json_string(c.when) + ", \"host\": " + json_string(c.request.host) +
@@ -785,7 +666,44 @@ void Egress::log_line(const Client& c, bool allowed, const std::string& reason, 
         line += ", \"reason\": " + json_string(reason);
     line += ", \"bytes-up\": " + std::to_string(up) + ", \"bytes-down\": " + std::to_string(down) +
             ", \"duration-ms\": " + std::to_string(ms) + " }";
-    write_line(m_options.log.get(), line);
+    m_log.add(line);
+    sync_log();
+}
+
+// The log's fd is watched for EPOLLOUT only while lines wait for it.
+void Egress::sync_log()
+{
+    m_log.flush();
+    const bool want = m_log.pending();
+    if (!m_log_in_epoll || want == m_log_watched)
+        return;
+    epoll_event ev{};
+    ev.events = want ? uint32_t{EPOLLOUT} : 0U;
+    ev.data.u64 = kLogToken;
+    if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, m_log.poll_fd(), &ev) == 0)
+        m_log_watched = want;
+}
+
+void Egress::refresh_own_addresses()
+{
+    const Clock::time_point now = Clock::now();
+    if (m_own_read != Clock::time_point{} && now - m_own_read < kOwnAddressesMaxAge)
+        return;
+    m_own_read = now;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) < 0)
+        return;  // the addresses read before stay
+    std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> owned(list, &::freeifaddrs);
+    std::vector<sockaddr_storage> own;
+    for (const ifaddrs* each = list; each; each = each->ifa_next) {
+        if (!each->ifa_addr || (each->ifa_addr->sa_family != AF_INET && each->ifa_addr->sa_family != AF_INET6))
+            continue;
+        sockaddr_storage address{};
+        std::memcpy(&address, each->ifa_addr,
+                    each->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+        own.push_back(address);
+    }
+    m_policy.set_own_addresses(std::move(own));
 }
 
 void Egress::close_all()
@@ -795,20 +713,12 @@ void Egress::close_all()
     m_closed = true;
     m_clients.clear();
     m_listeners.clear();
-    if (!m_options.log)
+    if (!m_log)
         return;
-    std::string line = "{ \"summary\": [";
-    bool first = true;
-    for (const auto& [key, t] : m_tally) {
-        size_t colon = key.rfind(':');
-        line += std::string(first ? " " : ", ") + "{ \"host\": " + json_string(key.substr(0, colon)) +
-                ", \"port\": " + (colon == std::string::npos ? "0" : key.substr(colon + 1)) +
-                ", \"connections\": " + std::to_string(t.allowed) + ", \"refused\": " + std::to_string(t.refused) +
-                ", \"bytes-up\": " + std::to_string(t.up) + ", \"bytes-down\": " + std::to_string(t.down) + " }";
-        first = false;
-    }
-    line += first ? "] }" : " ] }";
-    write_line(m_options.log.get(), line);
+    // Security: the summary is capped (EgressTally::kMaxSummary) and waits at most kLogDrainMs
+    // for a reader that does not read: the sandbox is gone by now, and cocoon's exit waits.
+    m_log.add(m_tally.summary(m_log.dropped()));
+    m_log.drain(kLogDrainMs);
 }
 
 }  // namespace cocoon::relay

@@ -21,65 +21,42 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "relay/egress_log.h"
+#include "relay/egress_policy.h"
 
 namespace cocoon::relay {
 
 class Relay;
 class Resolver;
 
-// One --egress-allow PATTERN: "host", "*.suffix" (any name below suffix, not suffix itself), an
-// IPv4 literal or a bracketed IPv6 literal, each with an optional ":port". Without a port the
-// rule allows 443 and 80.
-struct AllowRule {
-    std::string host;  // lower case; for "*.suffix": ".suffix"
-    bool wildcard = false;
-    std::optional<sockaddr_storage> address;  // an IP literal rule
-    std::optional<uint16_t> port;
-};
-
-// Throws UsageError naming "--egress-allow PATTERN" for a pattern that is none of the above.
-AllowRule parse_allow_rule(const std::string& pattern);
-
-class Allowlist {
-public:
-    Allowlist() = default;
-    explicit Allowlist(std::vector<AllowRule> rules) : m_rules(std::move(rules)) {}
-    // A name (never an IP literal) and port that a rule allows.
-    bool allows_name(const std::string& host, uint16_t port) const;
-    // An address that an IP literal rule lists, with the port.
-    bool lists_address(const sockaddr_storage& address, uint16_t port) const;
-
-private:
-    std::vector<AllowRule> m_rules;
-};
-
 // What a client asked for. forward: for plain HTTP, the head to send to the origin (origin-form
-// request line, the proxy's own headers removed, "Connection: close"); empty for CONNECT.
+// request line, the proxy's own headers removed, a Host header naming the URI's authority,
+// "Connection: close"); empty for CONNECT. body: for plain HTTP, the Content-Length; what the
+// client sends after those bytes never reaches the origin (one request per connection).
 struct ProxyRequest {
     bool connect = false;
     std::string host;  // lower case; an IPv6 literal without brackets
     uint16_t port = 0;
     std::string forward;
+    uint64_t body = 0;
 };
 
 enum class ParseResult { Incomplete, Ok, Bad };
 
 // The most a request head may take, with its blank line.
 constexpr size_t kMaxRequestHead = size_t{16} * 1024;
+// The largest plain HTTP body (Content-Length) passed on: the relay counts it in 32 bits.
+constexpr uint64_t kMaxBody = UINT32_MAX;
 
 // Parses the head at the start of `data` (the bytes received so far). Ok: `out` is filled and
 // `head_size` is where the head ends (what follows is the body, or the client's first TLS
-// bytes). Bad: `why` says what is wrong, for the 400 and the log. Never reads past data.
+// bytes). Bad: `why` says what is wrong, for the 400 and the log, and `out` is untouched (no
+// name the client sent is counted or resolved). Never reads past data.
+// Security: a plain HTTP request is refused (Bad) when its Host header names another authority
+// than its URI (an allowed address asked for another site), when it has more than one Host or
+// Content-Length, or a Transfer-Encoding (its body's end could not be found without parsing
+// chunks, and what follows the body is not forwarded).
 ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t& head_size, std::string& why);
-
-// IPv4 or IPv6 literal (no brackets) -> address with `port`; nullopt for anything else.
-std::optional<sockaddr_storage> parse_ip_literal(const std::string& text, uint16_t port);
-
-// Why an address is not on the public internet ("loopback", "private", "link-local", ...), or
-// empty for a public unicast address. IPv4-mapped IPv6 addresses are judged as IPv4.
-std::string internal_address_class(const sockaddr_storage& address);
-
-std::string address_text(const sockaddr_storage& address);
 
 struct EgressOptions {
     std::vector<AllowRule> allow;
@@ -90,7 +67,12 @@ struct EgressOptions {
 
 // The handshake phase of each client: read and parse the head, check, resolve, connect, answer;
 // then the relay engine moves the bytes. Owns an epoll fd that the monitor polls; resolution runs
-// on a thread of its own (Resolver), so nothing here blocks.
+// on a thread of its own (Resolver), and the log never blocks (EgressLog), so nothing here blocks.
+// Security: each client in its handshake holds a reservation of the relay's connection budget
+// (Relay::reserve: its two fds), so handshakes and relayed connections together stay within the
+// fds the monitor has; at the limit, or after accept4 fails for want of fds, the listeners leave
+// the epoll set (no spinning on a readable listener) and are looked at again on the next 250 ms
+// tick, or when a handshake ends.
 class Egress {
 public:
     Egress(EgressOptions options, Relay& relay);
@@ -104,11 +86,6 @@ public:
     void run_once();
     // Ends every handshake and writes the summary line to the log.
     void close_all();
-
-    struct Tally {
-        size_t allowed = 0, refused = 0;
-        uint64_t up = 0, down = 0;
-    };
 
 private:
     struct Client;
@@ -126,17 +103,23 @@ private:
     void finish(uint64_t id);
     void log_line(const Client& c, bool allowed, const std::string& reason, uint64_t up, uint64_t down);
     void sync_listeners();
+    void sync_log();
+    void refresh_own_addresses();
 
     EgressOptions m_options;
-    Allowlist m_allow;
+    EgressPolicy m_policy;
+    EgressLog m_log;
+    bool m_log_in_epoll = false, m_log_watched = false;
+    Clock::time_point m_own_read{};
     Relay& m_relay;
     UniqueFd m_epoll, m_timer;
     std::vector<UniqueFd> m_listeners;
     bool m_listening = true;
+    Clock::time_point m_paused_until{};  // accept4 failed for want of fds: not before then
     std::map<uint64_t, std::unique_ptr<Client>> m_clients;
     uint64_t m_next_id = 1;
     std::unique_ptr<Resolver> m_resolver;
-    std::map<std::string, Tally> m_tally;  // "host:port" -> what happened, for the summary
+    EgressTally m_tally;  // "host:port" -> what happened, for the summary
     bool m_closed = false;
     size_t m_accepted_this_second = 0;
     Clock::time_point m_second_started = Clock::now();

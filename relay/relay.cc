@@ -375,9 +375,31 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
         report(listener, error_text("epoll_ctl(ADD)", errno));
 }
 
-bool Relay::adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close)
+bool Relay::reserve()
 {
-    if (connection_count() >= m_options.max_connections)
+    if (in_use() >= m_options.max_connections)
+        return false;
+    ++m_reserved;
+    if (in_use() >= m_options.max_connections)
+        sync_listeners(Clock::now());
+    return true;
+}
+
+void Relay::release()
+{
+    if (m_reserved == 0)
+        return;
+    --m_reserved;
+    if (in_use() + 1 >= m_options.max_connections)
+        sync_listeners(Clock::now());
+}
+
+bool Relay::adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close, std::optional<uint32_t> upload_limit)
+{
+    // The caller's reservation becomes this connection.
+    if (m_reserved > 0)
+        --m_reserved;
+    if (in_use() >= m_options.max_connections)
         return false;
     int one = 1;
     for (int fd : {client.get(), upstream.get()}) {
@@ -386,8 +408,10 @@ bool Relay::adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close)
         if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
             return false;
     }
-    return install(std::make_unique<Connection>(std::move(client), std::move(upstream), kNoListener),
-                   std::move(on_close));
+    auto connection = std::make_unique<Connection>(std::move(client), std::move(upstream), kNoListener);
+    if (upload_limit)
+        connection->limit_upload(*upload_limit);
+    return install(std::move(connection), std::move(on_close));
 }
 
 // A slot and epoll registrations for a connection; false (the connection closed) if epoll refused.
@@ -492,7 +516,8 @@ void Relay::close_connection(uint32_t index, bool reset)
     slot.connection.reset();
     ++slot.generation;
     m_free_slots.push_back(index);
-    if (m_connection_count.fetch_sub(1, std::memory_order_relaxed) >= m_options.max_connections)
+    m_connection_count.fetch_sub(1, std::memory_order_relaxed);
+    if (in_use() + 1 >= m_options.max_connections)
         sync_listeners(Clock::now());
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,8 +89,19 @@ public:
     // Relays a pair connected by someone else (--egress, once its handshake is done): `client`
     // is the sandbox's TCP socket (the Tcp side), `upstream` the host's. on_close gets the bytes
     // delivered each way when the connection ends. False (both closed) at max_connections.
+    // upload_limit: at most that many bytes go from the client to upstream; the client's later
+    // bytes are never read (a plain HTTP request's body ends there: see Connection::limit_upload).
+    // The caller's reservation (reserve()), if it holds one, becomes this connection.
     using CloseHook = std::function<void(uint64_t up, uint64_t down)>;
-    bool adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close);
+    bool adopt(UniqueFd client, UniqueFd upstream, CloseHook on_close, std::optional<uint32_t> upload_limit = {});
+
+    // Security: a connection being set up elsewhere (an --egress handshake: its client's and its
+    // upstream's fds) counts against max_connections like a relayed one, so the sandbox cannot
+    // hold more fds than the budget through handshakes. False at the limit. release() gives one
+    // back (the handshake ended without adopt); at the limit the listeners stop accepting.
+    bool reserve();
+    void release();
+    bool has_room() const { return in_use() < m_options.max_connections; }
 
     // Readable (POLLIN) when run_once() has work. The caller polls it with its other fds.
     int epoll_fd() const { return m_epoll.get(); }
@@ -136,7 +148,7 @@ private:
     bool make_spare_unix(Listener& listener);
     void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
     void retry_waiting(Clock::time_point now);
-    size_t in_use() const { return connection_count() + m_waiting.size(); }
+    size_t in_use() const { return connection_count() + m_waiting.size() + m_reserved; }
     bool install(std::unique_ptr<Connection> connection, CloseHook on_close);
     Slot* live_slot(uint64_t token);
     void on_connection(uint64_t token, uint32_t events);
@@ -174,6 +186,7 @@ private:
     Clock::time_point m_next_retry{};
     std::chrono::milliseconds m_retry_delay{};
     std::atomic<size_t> m_connection_count{0};
+    size_t m_reserved = 0;  // reserve()d and not yet adopted or released
 };
 
 }  // namespace cocoon::relay

@@ -625,7 +625,10 @@ private:
 // RLIMIT_NOFILE. Whatever still runs when this goes away is SIGKILLed and reaped.
 class Background {
 public:
-    Background(const std::vector<std::string>& args, const std::string& dir, std::optional<rlim_t> nofile = {})
+    // fd3: an fd of the test's that cocoon gets as its fd 3 (an --egress-log), or -1. hard: nofile
+    // is the hard limit too (the monitor raises its soft limit to the hard one for --relay).
+    Background(const std::vector<std::string>& args, const std::string& dir, std::optional<rlim_t> nofile = {},
+               int fd3 = -1, bool hard = false)
         : m_out(dir + "/cocoon.out"), m_err(dir + "/cocoon.err")
     {
         std::vector<std::string> argv{cocoon_bin()};
@@ -638,6 +641,8 @@ public:
         ::getrlimit(RLIMIT_NOFILE, &lim);
         if (nofile)
             lim.rlim_cur = std::min(*nofile, lim.rlim_max);
+        if (nofile && hard)
+            lim.rlim_max = lim.rlim_cur;
         // Opened before fork: the child of a threaded process makes only async-signal-safe calls.
         UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
         UniqueFd out(::open(m_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -648,6 +653,8 @@ public:
         if (m_pid == 0) {
             ::setrlimit(RLIMIT_NOFILE, &lim);
             if (::dup2(in.get(), 0) < 0 || ::dup2(out.get(), 1) < 0 || ::dup2(err.get(), 2) < 0)
+                ::_exit(127);
+            if (fd3 >= 0 && (fd3 == 3 ? ::fcntl(3, F_SETFD, 0) : ::dup2(fd3, 3)) < 0)
                 ::_exit(127);
             ::execv(raw[0], raw.data());
             ::_exit(127);
@@ -684,6 +691,7 @@ public:
     }
 
     bool running() { return !wait(0); }
+    pid_t pid() const { return m_pid; }
     std::string out() const { return read_file(m_out); }
     std::string err() const { return read_file(m_err); }
 

@@ -404,8 +404,8 @@ int client_egress_bad(const std::string& host, uint16_t port, uint16_t web_port)
     while (::recv(bad.get(), buf, sizeof buf, 0) > 0) {}
     std::printf("garbage: %s, then %s\n", status.substr(0, status.find('\r')).c_str(), read_outcome(bad.get()).c_str());
     UniqueFd good = connect_tcp(host, port);
-    if (!good ||
-        !send_all(good.get(), "GET http://127.0.0.1:" + std::to_string(web_port) + "/ HTTP/1.1\r\nHost: x\r\n\r\n"))
+    if (!good || !send_all(good.get(), "GET http://127.0.0.1:" + std::to_string(web_port) +
+                                           "/ HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(web_port) + "\r\n\r\n"))
         return fail("good request");
     const std::string answer = read_line(good.get()).value_or("(nothing)");
     std::printf("served while one stalls: %s\n", answer.size() > 12 ? answer.substr(9, 3).c_str() : answer.c_str());

@@ -1,9 +1,15 @@
-// Unit tests of --egress's deciding parts (relay/egress.cc): the request parser, the allowlist
-// patterns and the address classes. No sockets.
+// Unit tests of --egress's deciding parts (relay/egress.cc, egress_policy.cc, egress_log.cc): the
+// request parser, the allowlist patterns, the address classes, the policy's refusal of the host's
+// own addresses, the log's JSON text, tally cap and non-blocking writer (on a pipe and a socketpair).
 #include <arpa/inet.h>
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <random>
 #include <string>
 
@@ -64,7 +70,8 @@ TEST(EgressParse, AbsoluteUriWithPortAndNoPath)
     ASSERT_EQ(parse("HEAD http://127.0.0.1:8080 HTTP/1.0\r\n\r\n", r, why), ParseResult::Ok) << why;
     EXPECT_EQ(r.host, "127.0.0.1");
     EXPECT_EQ(r.port, 8080);
-    EXPECT_EQ(r.forward, "HEAD / HTTP/1.0\r\nConnection: close\r\n\r\n");
+    // Without a Host header the origin gets one naming the URI's authority.
+    EXPECT_EQ(r.forward, "HEAD / HTTP/1.0\r\nHost: 127.0.0.1:8080\r\nConnection: close\r\n\r\n");
 }
 
 TEST(EgressParse, IncompleteUntilTheBlankLine)
@@ -97,6 +104,80 @@ TEST(EgressParse, MalformedRequestsAreBad)
         EXPECT_EQ(parse(bad, r, why), ParseResult::Bad) << bad;
         EXPECT_FALSE(why.empty()) << bad;
     }
+}
+
+// Security: an allowed address must not be asked for another site, and nothing after this
+// request's body reaches the origin.
+TEST(EgressParse, TheHostHeaderMustNameTheUrisAuthority)
+{
+    struct Case {
+        std::string head;
+        bool ok;
+    } cases[] = {
+        {"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n", true},
+        {"GET http://a.example/ HTTP/1.1\r\nHost:  A.Example:80 \r\n\r\n", true},
+        {"GET http://a.example:8080/ HTTP/1.1\r\nHost: a.example:8080\r\n\r\n", true},
+        {"GET http://[::1]:8080/ HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", true},
+        {"GET http://a.example/ HTTP/1.1\r\nHost: b.example\r\n\r\n", false},
+        {"GET http://a.example/ HTTP/1.1\r\nHost: a.example:8080\r\n\r\n", false},
+        {"GET http://a.example:8080/ HTTP/1.1\r\nHost: a.example\r\n\r\n", false},
+        {"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n", false},
+        {"GET http://a.example/ HTTP/1.1\r\nHost: a.example.b.example\r\n\r\n", false},
+        {"GET http://a.example/ HTTP/1.1\r\nHost: a.example/x\r\n\r\n", false},
+        {"GET http://a.example/ HTTP/1.1\r\nHost: \r\n\r\n", false},
+        {"POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", false},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", false},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", false},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 4294967295\r\n\r\n", true},
+        {"POST http://a.example/ HTTP/1.1\r\nContent-Length: 4294967296\r\n\r\n", false},
+        // CONNECT's target is its authority; its Host header is not looked at.
+        {"CONNECT a.example:443 HTTP/1.1\r\nHost: b.example\r\n\r\n", true},
+    };
+    for (const Case& c : cases) {
+        ProxyRequest r;
+        std::string why;
+        EXPECT_EQ(parse(c.head, r, why), c.ok ? ParseResult::Ok : ParseResult::Bad) << c.head << why;
+        if (!c.ok) {
+            EXPECT_TRUE(r.host.empty()) << c.head;  // nothing of a refused head is kept
+        }
+    }
+}
+
+TEST(EgressParse, ContentLengthIsTheBodyThatGoesUpstream)
+{
+    ProxyRequest r;
+    std::string why;
+    size_t head = 0;
+    const std::string data =
+        "POST http://a.example/x HTTP/1.1\r\nHost: a.example\r\nContent-Length: 3\r\n\r\nabcGET http://b/";
+    ASSERT_EQ(parse_proxy_request(data, r, head, why), ParseResult::Ok) << why;
+    EXPECT_EQ(r.body, 3U);
+    EXPECT_EQ(data.substr(head, 3), "abc");
+    ASSERT_EQ(parse("GET http://a.example/ HTTP/1.1\r\n\r\n", r, why), ParseResult::Ok) << why;
+    EXPECT_EQ(r.body, 0U);
+}
+
+// Security: a long name is a 400 before the tally or the resolver sees it, and a refused head
+// leaves `out` as it was.
+TEST(EgressParse, NamesLongerThan253BytesAreBad)
+{
+    std::string name;
+    while (name.size() < 253)
+        name += "abcdefghi.";
+    name.resize(253);
+    ProxyRequest r;
+    std::string why;
+    ASSERT_EQ(parse("CONNECT " + name + ":443 HTTP/1.1\r\n\r\n", r, why), ParseResult::Ok) << why;
+    EXPECT_EQ(r.host, name);
+    ProxyRequest fresh;
+    EXPECT_EQ(parse("CONNECT " + name + "x:443 HTTP/1.1\r\n\r\n", fresh, why), ParseResult::Bad);
+    EXPECT_NE(why.find("longer than 253"), std::string::npos) << why;
+    EXPECT_TRUE(fresh.host.empty());
+    EXPECT_EQ(parse("CONNECT " + std::string(16000, 'a') + ":443 HTTP/1.1\r\n\r\n", fresh, why), ParseResult::Bad);
+    EXPECT_TRUE(fresh.host.empty());
+    EXPECT_EQ(parse("CONNECT caf\xc3\xa9.example:443 HTTP/1.1\r\n\r\n", fresh, why), ParseResult::Bad);
+    EXPECT_TRUE(fresh.host.empty());
 }
 
 TEST(EgressParse, AnOversizedHeadIsBadNotWaitedFor)
@@ -196,6 +277,156 @@ TEST(EgressAddress, ClassesOfTheHostsOwnNetworks)
     EXPECT_EQ(cls("::ffff:10.0.0.1"), "private");
     EXPECT_EQ(cls("2002:7f00:1::"), "6to4");
     EXPECT_EQ(cls("2606:4700::1111"), "");
+}
+
+}  // namespace
+}  // namespace cocoon::relay
+
+namespace cocoon::relay {
+namespace {
+
+sockaddr_storage ip(const std::string& text, uint16_t port = 0)
+{
+    auto a = parse_ip_literal(text, port);
+    EXPECT_TRUE(a.has_value()) << text;
+    return a.value_or(sockaddr_storage{});
+}
+
+// Security: a name that resolves to an address of the host's own interfaces (not only loopback:
+// a public eth0 address too) is refused unless that address is listed.
+TEST(EgressPolicy, TheHostsOwnAddressesAreRefusedUnlessListed)
+{
+    EgressPolicy policy({parse_allow_rule("*.example.com"), parse_allow_rule("203.0.113.9:443")},
+                        {ip("198.51.100.7"), ip("2001:db8::7"), ip("127.0.0.1"), ip("203.0.113.9")});
+    std::string refused;
+    // A public address of this host: refused, and says so.
+    EXPECT_TRUE(policy.admit("a.example.com", {ip("198.51.100.7", 443)}, 443, refused).empty());
+    EXPECT_NE(refused.find("198.51.100.7, an address of this host that is not on the allowlist"), std::string::npos)
+        << refused;
+    refused.clear();
+    EXPECT_TRUE(policy.admit("a.example.com", {ip("2001:db8::7", 443)}, 443, refused).empty());
+    refused.clear();
+    // The same address mapped into IPv6.
+    EXPECT_TRUE(policy.admit("a.example.com", {ip("::ffff:198.51.100.7", 443)}, 443, refused).empty());
+    // Control: another public address is reached, in the resolver's order, past a refused one.
+    refused.clear();
+    auto ok = policy.admit("a.example.com", {ip("198.51.100.7", 443), ip("198.51.100.8", 443)}, 443, refused);
+    ASSERT_EQ(ok.size(), 1U);
+    EXPECT_EQ(address_text(ok[0]), "198.51.100.8");
+    // Listed by address (with its port): allowed although it is the host's own.
+    refused.clear();
+    EXPECT_EQ(policy.admit("a.example.com", {ip("203.0.113.9", 443)}, 443, refused).size(), 1U) << refused;
+    EXPECT_TRUE(policy.admit("a.example.com", {ip("203.0.113.9", 80)}, 80, refused).empty());
+    // Internal classes stay refused without the own list.
+    EgressPolicy bare({parse_allow_rule("*.example.com")});
+    refused.clear();
+    EXPECT_TRUE(bare.admit("a.example.com", {ip("10.0.0.1", 443)}, 443, refused).empty());
+    EXPECT_EQ(bare.admit("a.example.com", {ip("198.51.100.7", 443)}, 443, refused).size(), 1U);
+}
+
+TEST(EgressPolicy, NamesAndLiterals)
+{
+    EgressPolicy policy({parse_allow_rule("api.example.com"), parse_allow_rule("192.0.2.1:8080")});
+    EXPECT_EQ(policy.check_name("api.example.com", 443), "");
+    EXPECT_EQ(policy.check_name("api.example.com", 8443), "api.example.com port 8443 is not on the allowlist");
+    EXPECT_EQ(policy.check_literal("192.0.2.1", ip("192.0.2.1", 8080), 8080), "");
+    EXPECT_EQ(policy.check_literal("192.0.2.2", ip("192.0.2.2", 8080), 8080),
+              "the address 192.0.2.2 port 8080 is not on the allowlist");
+}
+
+// Every string in a log line is valid UTF-8 JSON whatever the bytes; each byte maps to one code
+// point (Latin-1), so the bytes are recovered exactly.
+TEST(EgressLogText, EveryByteIsEscapedToValidJson)
+{
+    EXPECT_EQ(json_string("a.b"), "\"a.b\"");
+    EXPECT_EQ(json_string("\"\\"), "\"\\\"\\\\\"");
+    EXPECT_EQ(json_string(std::string("\x00\x1f\x7f", 3)), "\"\\u0000\\u001f\\u007f\"");
+    EXPECT_EQ(json_string("\x80\xff"), "\"\\u0080\\u00ff\"");
+    EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\\u00c3\\u00a9\"");
+    for (int b = 0; b < 256; ++b) {
+        const std::string out = json_string(std::string(1, static_cast<char>(b)));
+        for (char c : out)
+            EXPECT_TRUE(c >= 0x20 && c < 0x7f) << b;
+    }
+}
+
+TEST(EgressLogTally, KeysAreCappedAndTheRestGoToOther)
+{
+    EgressTally tally;
+    for (int i = 0; i < 10000; ++i)
+        ++tally.at("refused" + std::to_string(i) + ".example:443", true).refused;
+    EXPECT_EQ(tally.size(), EgressTally::kMaxRefusedKeys);
+    // Hosts that were reached still get keys of their own after the flood.
+    for (int i = 0; i < 1000; ++i)
+        ++tally.at("reached" + std::to_string(i) + ".example:443", false).allowed;
+    EXPECT_EQ(tally.size(), EgressTally::kMaxKeys);
+    EXPECT_EQ(tally.at("reached0.example:443", false).allowed, 1U);
+    const std::string line = tally.summary(7);
+    EXPECT_LE(line.size(), EgressTally::kMaxSummary);
+    EXPECT_NE(line.find("{ \"host\": \"(other)\", \"port\": 0, \"connections\": 936, \"refused\": 9808"),
+              std::string::npos)
+        << line.substr(line.size() - 300);
+    EXPECT_NE(line.find("\"dropped\": 7, \"omitted\": 0 }"), std::string::npos);
+    // The reached ones come first.
+    EXPECT_EQ(line.rfind("{ \"summary\": [ { \"host\": \"reached0.example\"", 0), 0U) << line.substr(0, 100);
+}
+
+TEST(EgressLogTally, TheSummaryIsCappedAndSaysWhatItLeftOut)
+{
+    EgressTally tally;
+    const std::string long_name(253, 'a');
+    for (int i = 0; i < 400; ++i)
+        ++tally.at(std::to_string(i) + long_name.substr(3) + ":443", false).allowed;
+    const std::string line = tally.summary(0);
+    EXPECT_LE(line.size(), EgressTally::kMaxSummary);
+    EXPECT_GT(line.size(), EgressTally::kMaxSummary - 1024);
+    const size_t omitted_at = line.find("\"omitted\": ");
+    ASSERT_NE(omitted_at, std::string::npos);
+    const int omitted = std::stoi(line.substr(omitted_at + 11));
+    EXPECT_GT(omitted, 0);
+    // Every connection is counted once: listed, or in "(other)" with the omitted and over-cap ones.
+    EXPECT_NE(line.find("\"(other)\", \"port\": 0, \"connections\": " + std::to_string(400 - 256 + omitted)),
+              std::string::npos);
+}
+
+// A pipe nobody reads: lines queue up to the cap, then drop whole; nothing blocks.
+TEST(EgressLogWriter, AFullPipeNeverBlocksAndDropsWholeLines)
+{
+    int ends[2];
+    ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+    UniqueFd read_end(ends[0]);
+    EgressLog log{UniqueFd(ends[1])};
+    const std::string line(1000, 'x');
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3000; ++i)
+        log.add(line);
+    log.drain(100);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+    // 64 KiB in the pipe and 1 MiB queued were taken; the rest was dropped.
+    EXPECT_GT(log.dropped(), 3000U - 1200U);
+    EXPECT_LT(log.dropped(), 3000U - 1000U);
+    // The caller's description is left blocking: cocoon wrote through a reopened one.
+    EXPECT_EQ(::fcntl(read_end.get(), F_GETFL) & O_NONBLOCK, 0);
+    // What did arrive is whole lines, in order.
+    std::string got(1 << 17, '\0');
+    ssize_t n = ::read(read_end.get(), got.data(), got.size());
+    ASSERT_GT(n, 0);
+    got.resize(static_cast<size_t>(n));
+    EXPECT_EQ(got.substr(0, 1001), line + "\n");
+}
+
+TEST(EgressLogWriter, ASocketIsWrittenWithDontwait)
+{
+    int ends[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+    UniqueFd peer(ends[0]);
+    EgressLog log{UniqueFd(ends[1])};
+    for (int i = 0; i < 5000; ++i)
+        log.add(std::string(1000, 'y'));
+    EXPECT_GT(log.dropped(), 0U);
+    EXPECT_TRUE(log.pending());
+    char buf[4096];
+    EXPECT_GT(::read(peer.get(), buf, sizeof buf), 0);
 }
 
 }  // namespace

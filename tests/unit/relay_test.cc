@@ -850,5 +850,76 @@ TEST(RelayAdopt, CountsWhatItRelaysAndReportsItAtTheEnd)
     }
 }
 
+// Security: a plain HTTP request's connection passes on its body and nothing after it (a
+// pipelined request to another site); the origin is not sent a FIN for it, and its answer still
+// reaches the client. Control: without the limit the same bytes go through.
+TEST(RelayAdopt, AnUploadLimitStopsWhatTheClientSendsLater)
+{
+    ::signal(SIGPIPE, SIG_IGN);
+    for (bool limited : {true, false}) {
+        for (bool splice_upload : {true, false}) {
+            RelayOptions options;
+            options.splice_upload = splice_upload;
+            Relay relay(options);
+            int client[2], upstream[2];
+            ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, client), 0);
+            ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, upstream), 0);
+            UniqueFd app(client[0]), origin(upstream[1]);
+            std::optional<uint32_t> limit;
+            if (limited)
+                limit = 3;
+            ASSERT_TRUE(relay.adopt(UniqueFd(client[1]), UniqueFd(upstream[0]), {}, limit));
+            const std::string sent = "abcGET http://other.example/ HTTP/1.1\r\n\r\n";
+            ASSERT_EQ(::write(app.get(), sent.data(), sent.size()), static_cast<ssize_t>(sent.size()));
+            for (int i = 0; i < 20; ++i)
+                relay.run_once(10);
+            std::string got(256, '\0');
+            ssize_t n = ::recv(origin.get(), got.data(), got.size(), MSG_DONTWAIT);
+            ASSERT_GT(n, 0);
+            got.resize(static_cast<size_t>(n));
+            EXPECT_EQ(got, limited ? "abc" : sent) << splice_upload;
+            // No EOF reached the origin: the relay did not shut down its side.
+            EXPECT_EQ(::recv(origin.get(), got.data(), got.size(), MSG_DONTWAIT), -1);
+            EXPECT_EQ(errno, EAGAIN);
+            ASSERT_EQ(::write(origin.get(), "answer", 6), 6);
+            ::shutdown(origin.get(), SHUT_WR);
+            char buf[16];
+            for (int i = 0; i < 100 && ::recv(app.get(), buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK) < 6; ++i)
+                relay.run_once(10);
+            EXPECT_EQ(::recv(app.get(), buf, sizeof buf, MSG_DONTWAIT), 6);
+            if (limited) {
+                // The connection is done once the answer ends.
+                for (int i = 0; i < 100 && relay.connection_count() > 0; ++i)
+                    relay.run_once(10);
+                EXPECT_EQ(relay.connection_count(), 0U);
+            }
+        }
+    }
+}
+
+// Handshakes elsewhere (--egress) hold reservations that count like connections.
+TEST(RelayAdopt, ReservationsCountAgainstMaxConnections)
+{
+    RelayOptions options;
+    options.max_connections = 2;
+    Relay relay(options);
+    EXPECT_TRUE(relay.reserve());
+    EXPECT_TRUE(relay.reserve());
+    EXPECT_FALSE(relay.reserve());
+    EXPECT_FALSE(relay.has_room());
+    relay.release();
+    EXPECT_TRUE(relay.has_room());
+    int client[2], upstream[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, client), 0);
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, upstream), 0);
+    UniqueFd app(client[0]), origin(upstream[1]);
+    // adopt turns the remaining reservation into the connection: still one room left.
+    ASSERT_TRUE(relay.adopt(UniqueFd(client[1]), UniqueFd(upstream[0]), {}));
+    EXPECT_EQ(relay.connection_count(), 1U);
+    EXPECT_TRUE(relay.has_room());
+    EXPECT_TRUE(relay.reserve());
+    EXPECT_FALSE(relay.has_room());
+}
+
 }  // namespace
 }  // namespace cocoon::relay

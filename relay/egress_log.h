@@ -1,0 +1,93 @@
+// --egress-log: the JSON text of its lines, the per-host tally behind the summary, and the
+// writer that never blocks the monitor. Runs in the monitor (the caller's rights).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "base/unique_fd.h"
+
+namespace cocoon::relay {
+
+// A JSON string literal of `text`, quotes included. Every byte stands for itself, read as
+// Latin-1: '"', '\\' and bytes below 0x20 and 0x7f are escaped, and each byte of 0x80 and above
+// is written \u00XX. So the line is valid UTF-8 JSON whatever the sandbox sent, and the bytes it
+// sent are recovered exactly by encoding the decoded string as Latin-1 (valid UTF-8 from the
+// client shows as its bytes, "\u00c3\u00a9" for "é": no sequence can pass for another).
+std::string json_string(std::string_view text);
+
+// What happened per "host:port", for the summary. Security: the sandbox picks the names, so the
+// keys are capped: at most kMaxKeys, of which a key first seen refused may take kMaxRefusedKeys
+// (a flood of refused names cannot push out the hosts that were reached); past the cap the
+// counts go to one "(other)" entry.
+class EgressTally {
+public:
+    struct Counts {
+        uint64_t allowed = 0, refused = 0, up = 0, down = 0;
+    };
+    static constexpr size_t kMaxKeys = 256;
+    static constexpr size_t kMaxRefusedKeys = 192;
+    static constexpr std::string_view kOther = "(other)";
+    // The summary line stops before it passes this many bytes; what does not fit is added to
+    // the "(other)" entry, and "omitted" says how many entries that folded in.
+    static constexpr size_t kMaxSummary = size_t{64} * 1024;
+
+    // The counts of `key`, made if the cap allows, else the "(other)" counts. Stays valid for
+    // the tally's life (std::map).
+    Counts& at(const std::string& key, bool refused);
+    size_t size() const { return m_keys.size(); }
+    // { "summary": [ ... ], "dropped": N, "omitted": K }: entries with a connection first (in
+    // key order), then the refused ones, then "(other)".
+    std::string summary(uint64_t dropped_lines) const;
+
+private:
+    std::map<std::string, Counts> m_keys;
+    Counts m_other;
+};
+
+// Writes lines to the --egress-log fd without ever blocking: what the fd does not take at once
+// waits in a queue of at most kMaxQueued bytes, in the order the lines were made; a line that
+// does not fit is dropped whole and counted.
+//
+// The fd is the caller's, and O_NONBLOCK on it would change the file description the caller
+// shares. So: a socket is written with send(MSG_DONTWAIT); a pipe, FIFO or character device is
+// reopened through /proc/self/fd/N with O_NONBLOCK, a file description of cocoon's own on the
+// same pipe (or device); if that open fails (no /proc, or the pipe's owner is another user),
+// writes wait for poll's POLLOUT and take at most PIPE_BUF bytes, which a pipe with POLLOUT takes
+// whole without blocking. A regular file is written as it is (the kernel does not block writes to
+// one; a file on a network or FUSE file system is the caller's choice).
+class EgressLog {
+public:
+    static constexpr size_t kMaxQueued = size_t{1} << 20;
+
+    EgressLog() = default;
+    explicit EgressLog(UniqueFd fd);
+    explicit operator bool() const { return static_cast<bool>(m_fd); }
+    // The fd to watch for POLLOUT while pending(), or -1 when the log cannot be polled (a
+    // regular file: it never waits).
+    int poll_fd() const { return m_pollable ? m_fd.get() : -1; }
+    bool pending() const { return !m_queue.empty(); }
+    uint64_t dropped() const { return m_dropped; }
+
+    // Queues `line` and a newline, then writes what the fd takes.
+    void add(const std::string& line);
+    // Writes what the fd takes now.
+    void flush();
+    // Waits at most `ms` for the queue to drain, then drops what is left (the end of the run).
+    void drain(int ms);
+
+private:
+    enum class Mode { Write, Send, PollPipe };
+    UniqueFd m_fd;
+    Mode m_mode = Mode::Write;
+    bool m_pollable = false;
+    bool m_broken = false;  // EPIPE or another error: the reader is gone
+    std::string m_queue;
+    size_t m_head = 0;  // m_queue[m_head, end) is still to write
+    uint64_t m_dropped = 0;
+};
+
+}  // namespace cocoon::relay
