@@ -79,8 +79,11 @@ double thread_cpu_seconds()
 
 double UsageMeter::next_interval() const
 {
-    constexpr double kShortest = 0.1, kLongest = 5.0, kBudget = 0.02;
-    return std::clamp(m_last_cost / kBudget, kShortest, kLongest);
+    constexpr double kShortest = 0.1, kLongest = 5.0, kBudget = 0.02, kCredit = 0.05;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    // The time at which what was spent is within the budget again.
+    const double due = (m_spent - kCredit) / kBudget;
+    return std::clamp(due - elapsed, kShortest, kLongest);
 }
 
 void UsageMeter::sample(pid_t pid1)
@@ -140,7 +143,7 @@ void UsageMeter::sample(pid_t pid1)
         m_sampled_system_us = system_ticks * tick_us;
     }
     sample_tmpfs();
-    m_last_cost = thread_cpu_seconds() - started;
+    m_spent += thread_cpu_seconds() - started;
 }
 
 void UsageMeter::add_tmpfs(std::vector<UniqueFd> fds)

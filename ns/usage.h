@@ -41,9 +41,11 @@ public:
     // walk of each process's mappings (PSS): what the sandbox holds sets the
     // cost, so the next sample waits for next_interval().
     void sample(pid_t pid1);
-    // Seconds until the next sample: 0.1, or 50 times what the last one cost
-    // the monitor in CPU (at most 5 s), so sampling takes at most ~2% of a
-    // CPU however many processes, threads or mappings the sandbox makes.
+    // Seconds until the next sample: 0.1, or later once the samples so far
+    // have cost the monitor more CPU than 2% of the time since the start plus
+    // a credit of 50 ms (at most 5 s later), so sampling takes ~2% of a CPU
+    // however many processes, threads or mappings the sandbox makes, and a
+    // short run is still sampled every 100 ms.
     double next_interval() const;
 
     // The sandbox's tmpfs mounts (O_PATH fds from set-up, ns/channel.h's
@@ -63,7 +65,7 @@ private:
     std::chrono::steady_clock::time_point m_start;
     uint64_t m_user_us = 0, m_system_us = 0;
     uint64_t m_memory_peak = 0, m_tasks_peak = 0, m_tmpfs_peak = 0;
-    double m_last_cost = 0;  // CPU seconds the last sample took
+    double m_spent = 0;  // CPU seconds the samples took, all together
     // The CPU of the sampled tree (own and reaped, /proc/PID/stat), at the sample that saw most.
     uint64_t m_sampled_user_us = 0, m_sampled_system_us = 0;
     std::vector<UniqueFd> m_tmpfs;

@@ -353,7 +353,13 @@ TEST_F(EgressBounds, ARefusedRequestFloodStaysSmall)
     std::printf("monitor peak RSS after %zu refused 16 KB names: %llu KiB\n", kFlood,
                 static_cast<unsigned long long>(peak_kb));
     EXPECT_GT(peak_kb, 0U);
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's shadow memory and quarantine hold every freed byte for a while (370 MiB measured in
+    // CI): the bound is for the build users run; this build checks the rest of the test.
+    EXPECT_LT(peak_kb, 1024U * 1024) << "monitor peak RSS";
+#else
     EXPECT_LT(peak_kb, 64U * 1024) << "monitor peak RSS";
+#endif
     EXPECT_EQ(cocoon->out(), "400 for 6000 of 6000; high bytes: HTTP/1.1 400 Bad Request\n");
     const std::string log = read_file(m_log);
     const std::vector<std::string> log_lines = lines(log);
