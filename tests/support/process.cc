@@ -33,15 +33,17 @@ Result run(const std::vector<std::string>& argv, const std::string& input, int t
     int in[2], out[2], err[2];
     if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
         throw std::runtime_error("pipe2 failed");
+    // Built before the fork: the child of a threaded test (a swapper thread) must not allocate,
+    // whose allocator's lock another thread may have held at the fork (ASan's did, in CI).
+    std::vector<char*> args;
+    for (const std::string& a : argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(err[1], 2);
-        std::vector<char*> args;
-        for (const std::string& a : argv)
-            args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
         execv(args[0], args.data());
         _exit(127);
     }
@@ -95,17 +97,18 @@ Result run(const std::vector<std::string>& argv, const std::string& input, int t
 
 pid_t start_logged(const std::vector<std::string>& argv, const std::string& out_path)
 {
+    // As in run(): nothing allocated after the fork.
+    std::vector<std::string> copy = argv;
+    std::vector<char*> cargv;
+    for (std::string& a : copy)
+        cargv.push_back(a.data());
+    cargv.push_back(nullptr);
     pid_t pid = ::fork();
     if (pid == 0) {
         int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (out < 0 || in < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)
             ::_exit(127);
-        std::vector<std::string> copy = argv;
-        std::vector<char*> cargv;
-        for (std::string& a : copy)
-            cargv.push_back(a.data());
-        cargv.push_back(nullptr);
         ::execv(cargv[0], cargv.data());
         ::_exit(127);
     }
