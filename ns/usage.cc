@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -114,8 +113,12 @@ void UsageMeter::sample(pid_t pid1)
         // Threads, and CPU: the process's own and what it reaped (cutime, cstime), so the sum
         // over the tree holds every process of it that was reaped inside, also those the end
         // kills (which no wait of the monitor's ever counts).
+        // One line, read through the stream (getline): a process that exits meanwhile makes
+        // the read fail with ESRCH, which libstdc++'s filebuf throws and only the stream turns
+        // into a failed read (an istreambuf_iterator would let it escape the sample).
         std::ifstream stat_file(dir + "/stat");
-        const std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+        std::string stat;
+        std::getline(stat_file, stat);
         const std::vector<std::string> fields = sys::proc_stat_fields(stat);
         if (fields.size() >= 18) {
             auto number = [&](size_t field) { return std::strtoull(fields[field - 3].c_str(), nullptr, 10); };

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <cstdlib>
 #include <map>
@@ -124,7 +123,8 @@ inline std::optional<TestUser> test_user()
 inline double cpu_seconds(pid_t pid)
 {
     std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text;
+    std::getline(in, text);  // the stream, not a streambuf iterator: a read error is a failed read
     const size_t close = text.rfind(')');
     if (close == std::string::npos)
         return -1;

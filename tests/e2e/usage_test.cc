@@ -286,5 +286,19 @@ TEST(Usage, MemorySharedByCloneVmCountsOnce)
     EXPECT_LT(peak, (kTouchMiB << 20) * 3 / 2) << exit_line;
 }
 
+// A process that exits while a sample reads its /proc files ends nothing: the read fails (ESRCH)
+// and that sample misses it. 1,500 short processes under sampling, three runs, each exits 0
+// (the build before this test ended about one run in ten with "basic_filebuf::underflow error
+// reading the file: No such process").
+TEST(Usage, ProcessesThatComeAndGoDuringASampleEndNothing)
+{
+    for (int run = 0; run < 3; ++run) {
+        Result r = in_sandbox({"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--json-status-fd", "1"},
+                              sh("for i in $(seq 1500); do /bin/true; done"));
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.err, "");
+    }
+}
+
 }  // namespace
 }  // namespace cocoon::test
