@@ -33,13 +33,6 @@ namespace {
     std::_Exit(0);
 }();
 
-std::string self_exe()
-{
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 const char* const kCapSets[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"};
 constexpr const char* kNoCaps = "0000000000000000";
 

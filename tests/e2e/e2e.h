@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -95,6 +96,14 @@ inline std::map<std::string, std::string> results(const std::string& out)
         if (size_t sp = line.find(' '); sp != std::string::npos)
             m[line.substr(0, sp)] = line.substr(sp + 1);
     return m;
+}
+
+// This test binary's own path (helper modes run it as a sandbox's command).
+inline std::string self_exe()
+{
+    char buf[PATH_MAX] = {};
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
 // The unprivileged user of the tests: cocoon-test, which CI makes (and this makes, as root,

@@ -252,13 +252,6 @@ int run_client(const std::string& spec)
 
 // ---- Tests --------------------------------------------------------------------------------------
 
-std::string self_path()
-{
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 // A /proc/PID/status field in kB.
 uint64_t status_kb(pid_t pid, const std::string& field)
 {
@@ -334,7 +327,7 @@ protected:
     TempDir m_dir;
     TempDir m_shared;
     const std::string m_log = m_dir / "egress.log";
-    const std::string m_helper = self_path();
+    const std::string m_helper = self_exe();
 };
 
 // Security: 6,000 refused requests with unique 16,000-byte names (issue 22: 20,000 took the

@@ -461,13 +461,6 @@ int run_client(const std::string& spec)
 
 // ---- Tests --------------------------------------------------------------------------------------
 
-std::string self_exe()
-{
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 const std::vector<std::string> kProxyVars = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
                                              "ALL_PROXY",  "NO_PROXY",    "no_proxy",   "NODE_USE_ENV_PROXY"};
 

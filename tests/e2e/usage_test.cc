@@ -117,13 +117,6 @@ double cpu_seconds()
     std::_Exit(touch[0] == 1 ? 0 : 4);
 }();
 
-std::string self_exe()
-{
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 // The helper run directly, as getrusage sees it: CPU seconds (user + system)
 // and its peak RSS in bytes (what it really holds for its 256 MiB: more under
 // ASan, whose allocator and shadow memory come on top).
