@@ -113,7 +113,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     UniqueFd sampler;
     if (reports.json_status) {
         sampler = make_timer();
-        usage->sample(pid);
+        usage->sample(pid, cgroup.fd());
         arm(sampler.get(), usage->next_interval());
     }
     bool timer_armed = false;
@@ -244,7 +244,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             // sandbox once its PID 1 dies. What they used is sampled first:
             // no wait of the monitor's counts a process killed with PID 1.
             if (sampler)
-                usage->sample(pid);
+                usage->sample(pid, cgroup.fd(), true);
             send_signal(pidfd, SIGKILL);
             fds[kTimer].fd = -1;
         }
@@ -261,7 +261,7 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         if (fds[kSampler].revents & POLLIN) {
             uint64_t ticks;
             if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks) {
-                usage->sample(pid);
+                usage->sample(pid, cgroup.fd());
                 arm(sampler.get(), usage->next_interval());  // its cost sets the next one's time
             }
         }

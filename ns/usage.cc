@@ -5,6 +5,7 @@
 #include "ns/usage.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/kcmp.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
@@ -15,13 +16,14 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
 
 #include "base/sys.h"
+#include "ns/cgroup.h"
 #include "ns/channel.h"
 
 namespace cocoon::ns {
@@ -32,27 +34,70 @@ uint64_t micros(const timeval& tv)
     return static_cast<uint64_t>(tv.tv_sec) * 1000000 + static_cast<uint64_t>(tv.tv_usec);
 }
 
-// The kB value of a "Name:   N kB" line of a /proc file, or nullopt.
-std::optional<uint64_t> kb_field(const std::string& path, const std::string& name)
+// The text of a /proc or cgroup file under dirfd, at most max bytes; empty when it cannot be
+// read (a process that exits meanwhile is only missing from the sample). No stream, no throw:
+// a sample reads one or two of these per thread of the sandbox.
+std::string read_small(int dirfd, const char* path, size_t max)
 {
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind(name, 0) == 0)
-            return std::strtoull(line.c_str() + name.size(), nullptr, 10) * 1024;
+    UniqueFd fd(::openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    std::string text;
+    if (!fd.valid())
+        return text;
+    char buf[4096];
+    for (ssize_t n; text.size() < max && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<size_t>(n));
+    return text;
+}
+
+// The kB value of a "Name:   N kB" line of a /proc text, or nullopt.
+std::optional<uint64_t> kb_field(const std::string& text, const char* name)
+{
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        if (text.compare(at, std::strlen(name), name) == 0)
+            return std::strtoull(text.c_str() + at + std::strlen(name), nullptr, 10) * 1024;
+        at = end + 1;
+    }
     return std::nullopt;
 }
 
-// Memory a process accounts for: its PSS (shared pages split among their
-// users, so a sum over processes counts each page once), else its RSS.
-uint64_t memory_of(pid_t pid)
+// Appends the PIDs a cgroup.procs text lists.
+void add_pids(const std::string& text, std::vector<pid_t>& out)
 {
-    const std::string dir = "/proc/" + std::to_string(pid);
-    if (auto pss = kb_field(dir + "/smaps_rollup", "Pss:"))
-        return *pss;
-    std::ifstream statm(dir + "/statm");
-    uint64_t size = 0, resident = 0;
-    statm >> size >> resident;
-    return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const char* p = text.c_str();
+    for (char* end = nullptr;; p = end) {
+        const long pid = std::strtol(p, &end, 10);
+        if (end == p)
+            return;
+        if (pid > 0)
+            out.push_back(static_cast<pid_t>(pid));
+    }
+}
+
+// The processes of the cgroup at dir and of the cgroups below it, breadth first. Bounded:
+// the sandbox may make kMaxDescendants cgroups below its own (cgroup.max.descendants), and
+// this reads no more than twice that many (a cgroup the agent could not have made is not
+// there to read). cgroupfs holds no links; O_NOFOLLOW all the same.
+bool cgroup_pids(int dir, std::vector<pid_t>& out)
+{
+    std::vector<UniqueFd> dirs;
+    dirs.emplace_back(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dirs[0].valid())
+        return false;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+        add_pids(read_small(dirs[i].get(), "cgroup.procs", 1 << 20), out);
+        UniqueFd again(::openat(dirs[i].get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        DIR* listing = again.valid() ? ::fdopendir(again.get()) : nullptr;
+        if (!listing)
+            continue;
+        (void)again.release();  // the DIR's now
+        while (dirent* e = ::readdir(listing))
+            if (e->d_type == DT_DIR && e->d_name[0] != '.' && dirs.size() < 2 * kMaxDescendants + 2)
+                dirs.emplace_back(::openat(dirs[i].get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+        ::closedir(listing);
+        dirs[i].reset();
+    }
+    return true;
 }
 
 }  // namespace
@@ -85,59 +130,88 @@ double UsageMeter::next_interval() const
     return std::clamp(due - elapsed, kShortest, kLongest);
 }
 
-void UsageMeter::sample(pid_t pid1)
+void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
 {
-    const double started = thread_cpu_seconds();
-    uint64_t memory = 0, tasks = 0, user_ticks = 0, system_ticks = 0;
-    // Processes that share one address space (clone(CLONE_VM) without CLONE_THREAD: vfork,
-    // posix_spawn until the exec) have one PSS between them, each seeing all of it: counted
-    // once. Such processes read the same statm, so kcmp(KCMP_VM) compares only those.
-    std::map<std::string, std::vector<pid_t>> address_spaces;
-    auto counted_already = [&](pid_t pid, const std::string& dir) {
-        std::ifstream statm_file(dir + "/statm");
-        std::string statm;
-        std::getline(statm_file, statm);
-        std::vector<pid_t>& same = address_spaces[statm];
-        for (pid_t other : same)
-            if (::syscall(SYS_kcmp, other, pid, KCMP_VM, 0, 0) == 0)
-                return true;
-        same.push_back(pid);
-        return false;
-    };
-    std::vector<pid_t> todo{pid1};
+    // Past this much CPU a tick measures no further PSS (a walk of every mapping of a
+    // process) and the thread walk stops: a sandbox of many processes, threads or mappings
+    // cannot make one tick long, however slow the host.
+    constexpr double kTickBudget = 0.02;
     // Bounded: a sandbox that forks faster than this walks is sampled in part.
-    for (size_t i = 0; i < todo.size() && i < 100000; ++i) {
-        const std::string dir = "/proc/" + std::to_string(todo[i]);
-        if (!counted_already(todo[i], dir))
-            memory += memory_of(todo[i]);
+    constexpr size_t kMostProcesses = 100000;
+    const double started = thread_cpu_seconds();
+    auto over_budget = [&] { return !whole && thread_cpu_seconds() - started > kTickBudget; };
+    ++m_tick;
+    // With a cgroup, its cgroup.procs files list every process (no thread is read); without,
+    // the walk goes from PID 1 through each thread's children file.
+    std::vector<pid_t> todo;
+    const bool listed = cgroup >= 0 && cgroup_pids(cgroup, todo);
+    if (!listed)
+        todo = {pid1};
+    uint64_t tasks = 0, user_ticks = 0, system_ticks = 0;
+    // One per address space: processes that share one (clone(CLONE_VM) without CLONE_THREAD:
+    // vfork, posix_spawn until the exec) have one PSS between them, each seeing all of it.
+    // Such processes read the same statm, so kcmp(KCMP_VM) compares only those.
+    std::map<std::string, std::vector<pid_t>> address_spaces;
+    std::vector<std::pair<pid_t, uint64_t>> distinct;  // a process per address space, its RSS
+    for (size_t i = 0; i < todo.size() && i < kMostProcesses; ++i) {
+        const pid_t pid = todo[i];
+        const UniqueFd proc(::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!proc.valid())
+            continue;
+        const std::string statm = read_small(proc.get(), "statm", 256);
+        std::vector<pid_t>& same = address_spaces[statm];
+        if (std::none_of(same.begin(), same.end(),
+                         [&](pid_t other) { return ::syscall(SYS_kcmp, other, pid, KCMP_VM, 0, 0) == 0; })) {
+            same.push_back(pid);
+            uint64_t size = 0, resident = 0;
+            std::istringstream(statm) >> size >> resident;
+            distinct.emplace_back(pid, resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+        }
         // Threads, and CPU: the process's own and what it reaped (cutime, cstime), so the sum
         // over the tree holds every process of it that was reaped inside, also those the end
         // kills (which no wait of the monitor's ever counts).
-        // One line, read through the stream (getline): a process that exits meanwhile makes
-        // the read fail with ESRCH, which libstdc++'s filebuf throws and only the stream turns
-        // into a failed read (an istreambuf_iterator would let it escape the sample).
-        std::ifstream stat_file(dir + "/stat");
-        std::string stat;
-        std::getline(stat_file, stat);
-        const std::vector<std::string> fields = sys::proc_stat_fields(stat);
+        const std::vector<std::string> fields = sys::proc_stat_fields(read_small(proc.get(), "stat", 4096));
         if (fields.size() >= 18) {
             auto number = [&](size_t field) { return std::strtoull(fields[field - 3].c_str(), nullptr, 10); };
             user_ticks += number(14) + number(16);
             system_ticks += number(15) + number(17);
             tasks += number(20);
         }
+        if (listed || over_budget())
+            continue;
         // Children of every thread, not only of the main one.
-        if (DIR* threads = ::opendir((dir + "/task").c_str())) {
-            while (dirent* tid = ::readdir(threads)) {
-                if (tid->d_name[0] == '.')
-                    continue;
-                std::ifstream children(dir + "/task/" + tid->d_name + "/children");
-                for (pid_t child; children >> child;)
-                    todo.push_back(child);
-            }
-            ::closedir(threads);
-        }
+        UniqueFd task(::openat(proc.get(), "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        DIR* threads = task.valid() ? ::fdopendir(task.get()) : nullptr;
+        if (!threads)
+            continue;
+        (void)task.release();  // the DIR's now
+        for (dirent* tid; (tid = ::readdir(threads));)
+            if (tid->d_name[0] != '.')
+                add_pids(read_small(::dirfd(threads), (std::string(tid->d_name) + "/children").c_str(), 1 << 20), todo);
+        ::closedir(threads);
     }
+    // Memory: each address space's PSS (shared pages split among their users, so the sum
+    // counts each page once), measured again for those measured longest ago while the tick's
+    // budget lasts, at least one; the others count what they had, or their RSS until measured.
+    std::map<pid_t, Measured> measured;
+    for (const auto& [pid, rss] : distinct)
+        if (auto known = m_measured.find(pid); known != m_measured.end())
+            measured[pid] = known->second;
+    std::stable_sort(distinct.begin(), distinct.end(),
+                     [&](const auto& a, const auto& b) { return measured[a.first].tick < measured[b.first].tick; });
+    uint64_t memory = 0;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+        const auto [pid, rss] = distinct[i];
+        Measured& m = measured[pid];
+        if (i == 0 || !over_budget()) {
+            const std::string rollup =
+                read_small(AT_FDCWD, ("/proc/" + std::to_string(pid) + "/smaps_rollup").c_str(), 4096);
+            if (auto pss = kb_field(rollup, "Pss:"))
+                m = {*pss, m_tick};
+        }
+        memory += m.tick ? m.pss : rss;
+    }
+    m_measured = std::move(measured);
     m_memory_peak = std::max(m_memory_peak, memory);
     m_tasks_peak = std::max(m_tasks_peak, tasks);
     const uint64_t tick_us = 1000000 / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));

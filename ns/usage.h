@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,12 @@ public:
     // and their task count. A few /proc reads per process and thread, and a
     // walk of each process's mappings (PSS): what the sandbox holds sets the
     // cost, so the next sample waits for next_interval().
-    void sample(pid_t pid1);
+    // cgroup: the sandbox's cgroup directory (SandboxCgroup::fd()), whose cgroup.procs files
+    // list the processes without a walk of every thread, or -1. Past 20 ms of CPU a call
+    // measures no further PSS (those measured longest ago go first; the others count what they
+    // had) and stops the thread walk; whole: no such limit (the sample before --kill-after's
+    // SIGKILL).
+    void sample(pid_t pid1, int cgroup = -1, bool whole = false);
     // Seconds until the next sample: 0.1, or later once the samples so far
     // have cost the monitor more CPU than 2% of the time since the start plus
     // a credit of 50 ms (at most 5 s later), so sampling takes ~2% of a CPU
@@ -69,6 +75,13 @@ private:
     // The CPU of the sampled tree (own and reaped, /proc/PID/stat), at the sample that saw most.
     uint64_t m_sampled_user_us = 0, m_sampled_system_us = 0;
     std::vector<UniqueFd> m_tmpfs;
+    // The PSS each address space had when last measured (by a process of it), and the tick.
+    struct Measured {
+        uint64_t pss = 0;
+        uint64_t tick = 0;  // 0: not measured yet
+    };
+    std::map<pid_t, Measured> m_measured;
+    uint64_t m_tick = 0;
 
     void sample_tmpfs();
 };

@@ -189,8 +189,8 @@ TEST(Usage, LeftoverProcessesCount)
 
 // Issue 22: the sampler's cost is bounded whatever the sandbox holds: 4 processes of 65,000
 // mappings each (PSS is a walk of every mapping), or 3,000 threads (each one's children file is
-// read). The monitor's CPU over 3 s of either stays under 10% of a CPU, and the report still
-// comes.
+// read). The monitor's CPU over 3 s of either stays under 10% of a CPU (a tick stops its walk
+// past 20 ms of CPU, however slow the host), and the report still comes.
 TEST(Usage, ASandboxFullOfMappingsOrThreadsCostsTheSamplerLittle)
 {
     const std::string helper = self_exe();
@@ -213,7 +213,14 @@ TEST(Usage, ASandboxFullOfMappingsOrThreadsCostsTheSamplerLittle)
         const double share = (after - before) / wall;
         std::printf("%s=%s: the monitor used %.1f%% of a CPU\n", name, value, share * 100);
         EXPECT_LT(share, 0.10);
-        EXPECT_TRUE(contains(read_file(logs / "out"), "\"pids-peak\"")) << read_file(logs / "out");
+        const std::string exit_line = lines(read_file(logs / "out")).back();
+        EXPECT_TRUE(contains(exit_line, "\"pids-peak\"")) << exit_line;
+        // With a cgroup of its own (root; the unprivileged pass's delegated one) its
+        // cgroup.procs list the processes, so a tick reads no thread and sees every task.
+        if (ns::own_cgroup().writable) {
+            EXPECT_GE(json_number(exit_line, "pids-peak"), name == std::string("COCOON_E2E_THREADS") ? 3001u : 4u)
+                << exit_line;
+        }
     }
 }
 
