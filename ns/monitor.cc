@@ -22,8 +22,7 @@
 #include "base/sys_error.h"
 #include "ns/channel.h"
 #include "ns/command_watch.h"
-#include "relay/egress.h"
-#include "relay/relay.h"
+#include "relay/worker.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
 
@@ -118,34 +117,25 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
     }
     bool timer_armed = false;
 
-    std::optional<relay::Relay> relays;
+    // --relay and --egress: a confined worker reads what the sandbox sends (relay/worker.h); the
+    // monitor connects its --relay clients to the pinned host sockets.
+    std::optional<relay::Worker> worker;
     if (!process.relays.empty() || process.egress) {
-        // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE. The
-        // sandbox was cloned already, so the command keeps the caller's disposition.
-        ::signal(SIGPIPE, SIG_IGN);
-        relay::RelayOptions options;
+        relay::WorkerOptions options;
         rlimit fds{};
-        // The report's tmpfs fds (TmpfsMsg) come out of the same limit.
-        const size_t reserve = 64 + (reports.json_status ? kMaxTmpfsReported : 0);
         if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
-            options.max_connections = relay::Relay::connections_within(fds.rlim_cur, reserve, options);
-        // --level-prefix: the relay's lines are warnings (the sandbox runs on).
-        if (!plan.log_prefix.empty())
-            options.log = [prefix = plan.log_prefix](const std::string& line) {
-                const std::string text = prefix + line + "\n";
-                if (::write(STDERR_FILENO, text.data(), text.size()) < 0)
-                    return;
-            };
-        relays.emplace(std::move(options));
-    }
-    // --egress: the proxy's handshakes; the relay engine moves the bytes after.
-    std::optional<relay::Egress> egress;
-    if (process.egress) {
-        relay::EgressOptions options;
-        for (const std::string& pattern : process.egress->allow)
-            options.allow.push_back(relay::parse_allow_rule(pattern));
-        options.log = std::move(reports.egress_log);
-        egress.emplace(std::move(options), *relays);
+            options.relay.max_connections = relay::Relay::connections_within(fds.rlim_cur, 16, options.relay);
+        options.log_prefix = plan.log_prefix;
+        for (const auto& socket : reports.relay_sockets)
+            options.relay_names.push_back(socket->path());
+        // --egress: the proxy's handshakes; the relay engine moves the bytes after.
+        if (process.egress) {
+            options.egress.emplace();
+            for (const std::string& pattern : process.egress->allow)
+                options.egress->allow.push_back(relay::parse_allow_rule(pattern));
+            options.egress->log = std::move(reports.egress_log);
+        }
+        worker.emplace(std::move(options), reports.relay_sockets);
     }
     size_t listeners_received = 0;
     CommandWatch command;
@@ -163,16 +153,12 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                 write_all(reports.info.get(), namespace_report(pid, *ns, true));
             if (reports.json_status)
                 write_all(reports.json_status.get(), namespace_report(pid, *ns, false));
-        } else if (std::holds_alternative<ListenersMsg>(msg) && egress && listeners_received == process.relays.size()) {
-            // After the --relay ones, the --egress listeners.
-            ++listeners_received;
+        } else if (std::holds_alternative<ListenersMsg>(msg) && worker && listeners_received <= process.relays.size()) {
+            // One message per --relay, in command-line order, as the pinned sockets are; then
+            // the --egress listeners.
+            const auto index = static_cast<uint32_t>(listeners_received++);
             for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
-                egress->add_listener(std::move(fd));
-        } else if (std::holds_alternative<ListenersMsg>(msg) && relays && listeners_received < process.relays.size()) {
-            // One message per --relay, in command-line order, as the pinned sockets are.
-            const auto& socket = reports.relay_sockets.at(listeners_received++);
-            for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
-                relays->add_listener(std::move(fd), socket);
+                worker->add_listener(std::move(fd), index == process.relays.size(), index);
         } else if (auto* own = std::get_if<PidfdMsg>(&msg); own && !own->first_process && command.pidfd() < 0) {
             command.watch(std::move(own->fd));  // PID 2's own (ns/command_watch.h)
         } else if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
@@ -192,11 +178,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         kSignals,
         kTimer,
         kParent,
-        kRelay,
+        kWorker,
         kSampler,
         kLogin,
         kLoginTimer,
-        kEgress,
         kCommand,
         kCommandGrace,
         kCount
@@ -206,11 +191,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
                           {sfd.get(), POLLIN, 0},
                           {timer.get(), POLLIN, 0},
                           {parent.get(), POLLIN, 0},
-                          {relays ? relays->epoll_fd() : -1, POLLIN, 0},
+                          {worker ? worker->fd() : -1, POLLIN, 0},
                           {sampler.get(), POLLIN, 0},
                           {logins.inotify_fd(), POLLIN, 0},
                           {logins.timer_fd(), POLLIN, 0},
-                          {egress ? egress->epoll_fd() : -1, POLLIN, 0},
                           {-1, POLLIN, 0},
                           {-1, POLLIN, 0}};
     for (;;) {
@@ -254,10 +238,8 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
             send_signal(pidfd, SIGKILL);
             fds[kParent].fd = -1;
         }
-        if (fds[kRelay].revents)
-            relays->run_once(0);
-        if (fds[kEgress].revents)
-            egress->run_once();
+        if (fds[kWorker].revents && !worker->serve())
+            fds[kWorker].fd = -1;  // it ended: stop() says how
         if (fds[kSampler].revents & POLLIN) {
             uint64_t ticks;
             if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks) {
@@ -304,12 +286,10 @@ int monitor(const LaunchPlan& plan, pid_t pid, int pidfd, UniqueFd sock, UniqueF
         write_all(STDERR_FILENO, plan.log_prefix + "cocoon: " + failed + "\n");
     while (auto msg = receive_queued_message(sock.get()))
         take(*msg);
-    // Every relayed connection ends with the sandbox.
-    if (relays)
-        relays->close_all();
-    // After the relay's: each connection's line, then the summary.
-    if (egress)
-        egress->close_all();
+    // Every relayed connection ends with the sandbox; the egress log gets each connection's
+    // line, then the summary.
+    if (worker)
+        worker->stop(plan.log_prefix);
     if (error)
         rethrow(*error);
     // --login-file: the last changes, saved before cocoon reports the exit.

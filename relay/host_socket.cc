@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <sys/socket.h>
+
 #include "base/sys.h"
 #include "base/sys_error.h"
 
@@ -43,6 +45,15 @@ HostSocket::HostSocket(const std::string& path, bool no_follow, const std::strin
     m_address.sun_family = AF_UNIX;
     std::memcpy(m_address.sun_path, link.data(), link.size());
     m_address_length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + link.size() + 1);
+}
+
+int HostSocket::connect(UniqueFd& socket) const
+{
+    if (!socket)
+        socket.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!socket || ::connect(socket.get(), address(), address_length()) < 0)
+        return errno;
+    return 0;
 }
 
 }  // namespace cocoon::relay

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/unique_fd.h"
+#include "relay/relay.h"
 
 namespace cocoon::relay {
 
@@ -19,7 +20,7 @@ namespace cocoon::relay {
 // inode found then: a swap after start changes nothing. A proxy that restarts with a new socket
 // file is not reached either (one that keeps its listening socket, as under systemd's socket
 // activation, is).
-class HostSocket {
+class HostSocket : public Target {
 public:
     // Opens `path` (O_PATH). With no_follow (--no-follow-sources) a symbolic link in any component
     // is refused; else links are followed, once. What it reaches must be a socket. `what` names
@@ -32,7 +33,9 @@ public:
     const sockaddr* address() const { return reinterpret_cast<const sockaddr*>(&m_address); }
     socklen_t address_length() const { return m_address_length; }
     // The path as given, for messages.
-    const std::string& path() const { return m_path; }
+    const std::string& path() const override { return m_path; }
+    // Connects `socket` (made here when empty) to the pinned inode: 0 or the errno.
+    int connect(UniqueFd& socket) const override;
 
 private:
     std::string m_path;

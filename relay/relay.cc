@@ -33,7 +33,7 @@ namespace cocoon::relay {
 
 struct Listener {
     UniqueFd fd;
-    std::shared_ptr<const HostSocket> target;
+    std::shared_ptr<const Target> target;
     std::string name;  // "127.0.0.1:8080 -> /run/proxy.sock", for messages
     bool watched = true;
     std::chrono::steady_clock::time_point paused_until{};
@@ -207,7 +207,7 @@ size_t Relay::lent_pipe_count() const
     return m_pipes->lent();
 }
 
-void Relay::add_listener(UniqueFd listener, std::shared_ptr<const HostSocket> target)
+void Relay::add_listener(UniqueFd listener, std::shared_ptr<const Target> target)
 {
     // Security: the listener was made inside the sandbox and crossed over SCM_RIGHTS; serve it
     // only if it is what the relay expects, a listening TCP socket.
@@ -231,8 +231,9 @@ void Relay::add_listener(UniqueFd listener, std::shared_ptr<const HostSocket> ta
     ev.events = EPOLLIN;
     ev.data.u64 = listener_token(index);
     check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev), "epoll_ctl(ADD, relay listener)");
+    const bool takes_socket = entry->target->takes_socket();
     m_listeners.push_back(std::move(entry));
-    if (!m_spare_unix) {
+    if (takes_socket && !m_spare_unix) {
         m_spare_unix = make_unix_socket(m_options.buffer_size);
         if (!m_spare_unix)
             throw SysError(errno, "socket(AF_UNIX)");
@@ -306,7 +307,7 @@ void Relay::on_listener(uint32_t index)
         // The Unix socket is made before accept4, so a relay out of fds leaves the client waiting
         // in the backlog rather than accepting it only to drop it. The spare is kept for the next
         // client when accept4 finds none.
-        if (!m_spare_unix && !make_spare_unix(listener))
+        if (listener.target->takes_socket() && !m_spare_unix && !make_spare_unix(listener))
             return;
         int fd = ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -349,8 +350,7 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
     // waits; any other failure closes this client only, and the next one tries again.
     // Clients that wait keep their order: a new one queues behind them.
     const bool queued = !m_waiting.empty();
-    if (queued || ::connect(unix_socket.get(), listener.target->address(), listener.target->address_length()) < 0) {
-        const int err = queued ? EAGAIN : errno;
+    if (const int err = queued ? EAGAIN : listener.target->connect(unix_socket)) {
         if (err == EAGAIN) {
             const Clock::time_point now = Clock::now();
             if (m_waiting.empty()) {
@@ -581,7 +581,8 @@ void Relay::retry_waiting(Clock::time_point now)
         while (!m_waiting.empty()) {
             Waiting& w = m_waiting.front();
             Listener& listener = *m_listeners[w.listener];
-            if (::connect(w.unix_socket.get(), listener.target->address(), listener.target->address_length()) == 0) {
+            const int err = listener.target->connect(w.unix_socket);
+            if (err == 0) {
                 int one = 1;
                 ::setsockopt(w.tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                 auto connection = std::make_unique<Connection>(std::move(w.tcp), std::move(w.unix_socket), w.listener);
@@ -591,7 +592,6 @@ void Relay::retry_waiting(Clock::time_point now)
                 m_retry_delay = m_options.connect_retry_first;
                 continue;
             }
-            const int err = errno;
             if (err == EAGAIN && now < w.give_up) {
                 m_retry_delay = std::min(m_retry_delay * 2, m_options.connect_retry_max);
                 break;

@@ -19,7 +19,6 @@ namespace cocoon::relay {
 
 class Connection;
 class BufferPool;
-class HostSocket;
 class PipePool;
 struct Pumps;
 struct Listener;
@@ -60,6 +59,23 @@ struct RelayOptions {
     std::function<void(const std::string&)> log;
 };
 
+// Where a listener's clients go: the host Unix socket of a --relay. HostSocket connects to it
+// itself (the relay runs with the right to); a confined relay asks the process that has the
+// right (relay/worker.h).
+class Target {
+public:
+    virtual ~Target() = default;
+    // Makes `socket` a non-blocking Unix stream socket connected to the target (socket: an
+    // unconnected one of the relay's to use, or none). 0, or the errno: EAGAIN when the target's
+    // backlog is full (the relay tries again later), any other closes this client only.
+    virtual int connect(UniqueFd& socket) const = 0;
+    // Whether connect() takes a socket the relay made (made before accept4, so a relay out of fds
+    // leaves its clients in the backlog).
+    virtual bool takes_socket() const { return true; }
+    // For messages: the socket's path as the command line gave it.
+    virtual const std::string& path() const = 0;
+};
+
 // One epoll loop for every listener and connection; every fd it makes is O_NONBLOCK|O_CLOEXEC.
 // Memory: per connection about 120 bytes (Connection and its slot) and two socket fds; bytes in
 // flight at most options.max_in_flight over all connections (64 MiB by default: 128 buffers and
@@ -84,7 +100,7 @@ public:
     // connection is relayed to a new connection to `target`, the Unix stream socket pinned at
     // start (several listeners may share one). Throws UsageError when the fd is not a listening
     // TCP socket.
-    void add_listener(UniqueFd listener, std::shared_ptr<const HostSocket> target);
+    void add_listener(UniqueFd listener, std::shared_ptr<const Target> target);
 
     // Relays a pair connected by someone else (--egress, once its handshake is done): `client`
     // is the sandbox's TCP socket (the Tcp side), `upstream` the host's. on_close gets the bytes

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <climits>
 #include <cstdint>
 #include <fstream>
@@ -179,6 +181,23 @@ inline std::string status_field(const std::string& status, const std::string& na
             return value;
         }
     return "";
+}
+
+// The relay worker of the cocoon process `cocoon` (relay/worker.h: a child named
+// "cocoon-relay"), or -1. It starts with the monitor's loop: waits up to 2 s for it.
+inline pid_t relay_worker(pid_t cocoon)
+{
+    for (int tries = 0; tries < 200; ++tries) {
+        std::ifstream children("/proc/" + std::to_string(cocoon) + "/task/" + std::to_string(cocoon) + "/children");
+        for (pid_t child; children >> child;) {
+            std::ifstream comm("/proc/" + std::to_string(child) + "/comm");
+            std::string name;
+            if (std::getline(comm, name) && name == "cocoon-relay")
+                return child;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
 }
 
 }  // namespace cocoon::test

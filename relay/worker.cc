@@ -1,0 +1,423 @@
+// The confined relay worker (relay/worker.h): the monitor's half (Worker) and the worker's own
+// (worker_main: confine, then the relay and egress loop).
+#include "relay/worker.h"
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/capability.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <sstream>
+
+#include "base/sys.h"
+#include "base/sys_error.h"
+#include "relay/host_socket.h"
+
+namespace cocoon::relay {
+namespace {
+
+#include "worker_seccomp.inc"
+
+// control: monitor -> worker.
+struct ControlMsg {
+    enum Kind : uint32_t { kRelayListener = 1, kEgressListener = 2, kStop = 3 };
+    uint32_t kind = 0;
+    uint32_t index = 0;
+};
+// connect: worker -> monitor, and the answer.
+struct ConnectMsg {
+    uint32_t target = 0;
+};
+struct ConnectedMsg {
+    int32_t err = 0;
+};
+
+// The fds the worker keeps, at these numbers.
+constexpr int kControlFd = 3, kConnectFd = 4, kEgressLogFd = 5;
+// The uid and gid a root caller's worker runs as: the overflow ids, which own nothing.
+constexpr uid_t kUnprivileged = 65534;
+
+template <typename T> bool send_msg(int sock, const T& msg, int fd = -1)
+{
+    iovec iov{const_cast<T*>(&msg), sizeof msg};
+    msghdr hdr{};
+    hdr.msg_iov = &iov;
+    hdr.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (fd >= 0) {
+        hdr.msg_control = control;
+        hdr.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&hdr);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    ssize_t n;
+    do
+        n = ::sendmsg(sock, &hdr, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == static_cast<ssize_t>(sizeof msg);
+}
+
+// One message of exactly T's size, and the fd it carries if any. 0: a message; else the errno
+// (ECONNRESET for the peer's end, EBADMSG for a message of another size or more than one fd).
+template <typename T> int receive_msg(int sock, T& msg, UniqueFd& fd, int flags = 0)
+{
+    iovec iov{&msg, sizeof msg};
+    msghdr hdr{};
+    hdr.msg_iov = &iov;
+    hdr.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    hdr.msg_control = control;
+    hdr.msg_controllen = sizeof control;
+    ssize_t n;
+    do
+        n = ::recvmsg(sock, &hdr, flags | MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return errno;
+    if (n == 0)
+        return ECONNRESET;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&hdr); c; c = CMSG_NXTHDR(&hdr, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int received;
+            std::memcpy(&received, CMSG_DATA(c), sizeof received);
+            fd.reset(received);
+        }
+    if (n != static_cast<ssize_t>(sizeof msg) || (hdr.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+        return EBADMSG;
+    return 0;
+}
+
+// --relay's target as the confined worker reaches it: the monitor connects a socket of its own
+// making to the pinned host socket and hands it over.
+class BrokeredTarget : public Target {
+public:
+    BrokeredTarget(uint32_t index, std::string path, size_t buffer_size)
+        : m_index(index), m_path(std::move(path)), m_buffer_size(buffer_size)
+    {
+    }
+    bool takes_socket() const override { return false; }
+    const std::string& path() const override { return m_path; }
+    int connect(UniqueFd& socket) const override
+    {
+        socket.reset();
+        ConnectedMsg answer;
+        if (!send_msg(kConnectFd, ConnectMsg{m_index}))
+            return errno ? errno : EPIPE;
+        if (int err = receive_msg(kConnectFd, answer, socket))
+            return err;
+        if (answer.err != 0 || !socket) {
+            socket.reset();
+            return answer.err ? answer.err : EPROTO;
+        }
+        const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
+        ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+        return 0;
+    }
+
+private:
+    uint32_t m_index;
+    std::string m_path;
+    size_t m_buffer_size;
+};
+
+[[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
+{
+    const std::string line = prefix + "cocoon: relay worker: " + what + ": " + std::strerror(err) + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    ::_exit(1);
+}
+
+std::string read_small_file(const char* path)
+{
+    UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; fd && text.size() < (size_t{1} << 20) && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<size_t>(n));
+    return text;
+}
+
+void write_new_file(const char* path, const std::string& text, const std::string& prefix)
+{
+    UniqueFd fd(::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+        fail(prefix, std::string("can't write ") + path + " in its root", errno);
+}
+
+bool maps_unprivileged_uid()
+{
+    std::istringstream map(read_small_file("/proc/self/uid_map"));
+    for (uint64_t inside, outside, count; map >> inside >> outside >> count;)
+        if (inside <= kUnprivileged && kUnprivileged - inside < count)
+            return true;
+    return false;
+}
+
+// Security: the worker gives up every right before it reads a byte of the sandbox's. Its root
+// becomes an empty read-only tmpfs (with a copy of the host's /etc/hosts and /etc/resolv.conf
+// for --egress's resolver), in a mount namespace of its own (a user namespace too for a caller
+// that is not root); a root caller's worker becomes uid and gid 65534; then no capability,
+// bounding set included, no_new_privs, not dumpable, and killed with the monitor.
+void confine(pid_t monitor, bool egress, const std::string& prefix)
+{
+    const std::string hosts = egress ? read_small_file("/etc/hosts") : "";
+    const std::string resolv = egress ? read_small_file("/etc/resolv.conf") : "";
+    const uid_t uid = ::getuid();
+    const gid_t gid = ::getgid();
+    // A root caller whose user namespace maps 65534 becomes it; any other (a caller that is not
+    // root, root of a namespace that maps only itself) makes a user namespace of its own.
+    const bool root = ::geteuid() == 0 && maps_unprivileged_uid();
+    if (::unshare(root ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0)
+        fail(prefix, "unshare", errno);
+    if (!root) {
+        try {
+            sys::write_file("/proc/self/setgroups", "deny");
+            sys::write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
+            sys::write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+        } catch (const SysError& e) {
+            fail(prefix, "its user namespace", e.code());
+        }
+    }
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
+        fail(prefix, "mount(MS_PRIVATE)", errno);
+    // /proc is a directory every host has; the tmpfs on it becomes the root.
+    if (::mount("cocoon-relay", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=2m,nr_inodes=16,mode=0755") <
+        0)
+        fail(prefix, "mount(tmpfs)", errno);
+    if (::chdir("/proc") < 0)
+        fail(prefix, "chdir", errno);
+    if (egress) {
+        if (::mkdir("etc", 0755) < 0)
+            fail(prefix, "mkdir(etc)", errno);
+        write_new_file("etc/hosts", hosts, prefix);
+        write_new_file("etc/resolv.conf", resolv, prefix);
+    }
+    if (::syscall(SYS_pivot_root, ".", ".") < 0)
+        fail(prefix, "pivot_root", errno);
+    if (::umount2(".", MNT_DETACH) < 0)
+        fail(prefix, "umount2(old root)", errno);
+    if (::chdir("/") < 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
+        fail(prefix, "remount(/, ro)", errno);
+    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
+        if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            fail(prefix, "PR_CAPBSET_DROP", errno);
+    if (root && (::setgroups(0, nullptr) < 0 || ::setresgid(kUnprivileged, kUnprivileged, kUnprivileged) < 0 ||
+                 ::setresuid(kUnprivileged, kUnprivileged, kUnprivileged) < 0))
+        fail(prefix, "setresuid(65534)", errno);
+    cap_t none = cap_init();
+    if (!none || cap_set_proc(none) < 0)
+        fail(prefix, "cap_set_proc", errno);
+    cap_free(none);
+    if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
+        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        fail(prefix, "prctl", errno);
+    // A new uid clears the parent-death signal: set after it.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        fail(prefix, "PR_SET_PDEATHSIG", errno);
+    if (::getppid() != monitor)
+        ::_exit(1);
+}
+
+// The allowlist (relay/worker_seccomp_gen.cc), for every thread (the resolver's was started).
+void load_allowlist(const std::string& prefix)
+{
+    sock_fprog prog{static_cast<unsigned short>(std::size(kWorkerAllowlist)),
+                    const_cast<sock_filter*>(kWorkerAllowlist)};
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
+        fail(prefix, "seccomp", errno);
+}
+
+[[noreturn]] void worker_main(pid_t monitor, WorkerOptions options)
+{
+    const std::string& prefix = options.log_prefix;
+    ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
+    confine(monitor, options.egress.has_value(), prefix);
+    try {
+        if (!prefix.empty())
+            options.relay.log = [prefix](const std::string& line) {
+                const std::string text = prefix + line + "\n";
+                (void)!::write(STDERR_FILENO, text.data(), text.size());
+            };
+        Relay relay(options.relay);
+        std::vector<std::shared_ptr<const Target>> targets;
+        for (size_t i = 0; i < options.relay_names.size(); ++i)
+            targets.push_back(std::make_shared<BrokeredTarget>(static_cast<uint32_t>(i), options.relay_names[i],
+                                                               options.relay.buffer_size));
+        std::optional<Egress> egress;
+        if (options.egress)
+            egress.emplace(std::move(*options.egress), relay);
+        load_allowlist(prefix);
+        pollfd fds[3] = {
+            {kControlFd, POLLIN, 0}, {relay.epoll_fd(), POLLIN, 0}, {egress ? egress->epoll_fd() : -1, POLLIN, 0}};
+        for (;;) {
+            if (::poll(fds, 3, -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                fail(prefix, "poll", errno);
+            }
+            if (fds[0].revents) {
+                ControlMsg msg;
+                UniqueFd fd;
+                const int err = receive_msg(kControlFd, msg, fd);
+                if (err == ECONNRESET)
+                    ::_exit(0);  // the monitor is gone
+                if (err == 0 && msg.kind == ControlMsg::kStop) {
+                    relay.close_all();
+                    if (egress)
+                        egress->close_all();
+                    ::_exit(0);
+                }
+                if (err == 0 && msg.kind == ControlMsg::kRelayListener && msg.index < targets.size() && fd)
+                    relay.add_listener(std::move(fd), targets[msg.index]);
+                else if (err == 0 && msg.kind == ControlMsg::kEgressListener && egress && fd)
+                    egress->add_listener(std::move(fd));
+            }
+            if (fds[1].revents)
+                relay.run_once(0);
+            if (fds[2].revents)
+                egress->run_once();
+        }
+    } catch (const std::exception& e) {
+        const std::string line = prefix + "cocoon: relay worker: " + e.what() + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+        ::_exit(1);
+    }
+}
+
+}  // namespace
+
+Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets)
+    : m_targets(std::move(targets))
+{
+    int control[2], connect[2];
+    check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control), "socketpair");
+    UniqueFd control0(control[0]), control1(control[1]);
+    check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, connect), "socketpair");
+    UniqueFd connect0(connect[0]), connect1(connect[1]);
+    const pid_t monitor = ::getpid();
+    sys::Cloned child = sys::clone3(0);
+    if (child.pid == 0) {
+        // Only what the worker needs crosses: its two sockets, the --egress-log, stderr.
+        const int log = options.egress && options.egress->log ? options.egress->log.get() : -1;
+        int keep[3] = {::fcntl(control1.get(), F_DUPFD, 16), ::fcntl(connect1.get(), F_DUPFD, 16),
+                       log >= 0 ? ::fcntl(log, F_DUPFD, 16) : -1};
+        if (keep[0] < 0 || keep[1] < 0 || (log >= 0 && keep[2] < 0))
+            fail(options.log_prefix, "fcntl(F_DUPFD)", errno);
+        const int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD, 16);
+        for (int i = 0; i < 3; ++i)
+            if (::dup2(keep[i] >= 0 ? keep[i] : null, kControlFd + i) < 0)
+                fail(options.log_prefix, "dup2", errno);
+        if (null < 0 || ::dup2(null, STDIN_FILENO) < 0 || ::dup2(null, STDOUT_FILENO) < 0)
+            fail(options.log_prefix, "/dev/null", errno);
+        ::close_range(kEgressLogFd + 1, ~0U, 0);
+        (void)control1.release(), (void)connect1.release(), (void)control0.release(), (void)connect0.release();
+        if (options.egress && options.egress->log)
+            (void)options.egress->log.release(), options.egress->log.reset(kEgressLogFd);
+        else if (options.egress)
+            (void)options.egress->log.release();
+        // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE.
+        ::signal(SIGPIPE, SIG_IGN);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        worker_main(monitor, std::move(options));
+    }
+    m_pid = child.pid;
+    m_pidfd = std::move(child.pidfd);
+    m_control = std::move(control0);
+    m_connect = std::move(connect0);
+    ::fcntl(m_connect.get(), F_SETFL, O_NONBLOCK);
+}
+
+Worker::~Worker()
+{
+    if (m_pidfd) {
+        ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
+        siginfo_t info{};
+        while (::waitid(P_PIDFD, static_cast<id_t>(m_pidfd.get()), &info, WEXITED) < 0 && errno == EINTR) {}
+    }
+}
+
+bool Worker::serve()
+{
+    // Bounded: a worker that asks faster than this is answered on the next round.
+    for (int i = 0; i < 64; ++i) {
+        ConnectMsg msg;
+        UniqueFd stray;  // the worker sends no fd: one that came is closed
+        const int err = receive_msg(m_connect.get(), msg, stray, MSG_DONTWAIT);
+        if (err == EAGAIN || err == EWOULDBLOCK)
+            return true;
+        if (err == ECONNRESET || err == ENOTCONN || err == EPIPE)
+            return false;
+        ConnectedMsg answer;
+        UniqueFd socket;
+        if (err != 0 || msg.target >= m_targets.size())
+            answer.err = EINVAL;
+        else
+            answer.err = m_targets[msg.target]->connect(socket);
+        if (!send_msg(m_connect.get(), answer, answer.err == 0 ? socket.get() : -1))
+            return errno == EAGAIN;
+    }
+    return true;
+}
+
+void Worker::add_listener(UniqueFd listener, bool egress, uint32_t index)
+{
+    ControlMsg msg{egress ? ControlMsg::kEgressListener : ControlMsg::kRelayListener, index};
+    if (!send_msg(m_control.get(), msg, listener.get()))
+        throw SysError(errno, "relay worker: can't hand over a listener");
+}
+
+void Worker::stop(const std::string& log_prefix)
+{
+    if (!m_pidfd)
+        return;
+    send_msg(m_control.get(), ControlMsg{ControlMsg::kStop, 0});
+    pollfd p{m_pidfd.get(), POLLIN, 0};
+    // While it closes, it may still ask for a connection it accepted: answered (then closed).
+    pollfd both[2] = {p, {m_connect.get(), POLLIN, 0}};
+    for (int waited = 0; waited < 2000;) {
+        if (::poll(both, 2, 50) > 0) {
+            if (both[0].revents)
+                break;
+            if (both[1].revents && !serve())
+                both[1].fd = -1;
+        }
+        waited += 50;
+    }
+    if (!(both[0].revents & POLLIN))
+        ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
+    siginfo_t info{};
+    while (::waitid(P_PIDFD, static_cast<id_t>(m_pidfd.get()), &info, WEXITED) < 0 && errno == EINTR) {}
+    m_pidfd.reset();
+    std::string how;
+    if (info.si_code == CLD_EXITED && info.si_status != 0)
+        how = "exited with status " + std::to_string(info.si_status);
+    else if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED)
+        how = "was killed by signal " + std::to_string(info.si_status) +
+              (info.si_status == SIGSYS ? " (a system call outside its allowlist)" : "");
+    if (!how.empty()) {
+        const std::string line = log_prefix + "cocoon: the relay worker " + how + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+    }
+}
+
+}  // namespace cocoon::relay

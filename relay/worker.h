@@ -1,0 +1,69 @@
+// The confined relay worker: the process that reads what the sandbox sends (the --relay
+// streams, the --egress proxy's requests, the names it resolves) holds no right worth taking.
+// The monitor forks it before any such byte arrives; it confines itself (an empty read-only root
+// of its own, no capabilities, no_new_privs, a seccomp allowlist, and for a root caller the uid
+// and gid 65534) and then runs the relay and egress engines. What needs the caller's rights stays
+// in the monitor, which it asks over two socket pairs, in small fixed-size messages:
+//
+//   monitor -> worker (control):  Listener {kind, index} + the listener's fd (SCM_RIGHTS);
+//                                 Stop {} (the sandbox ended: close everything, write the
+//                                 egress summary, exit)
+//   worker -> monitor (connect):  Connect {target} (a --relay client was accepted)
+//   monitor -> worker (connect):  Connected {errno} + a Unix socket the monitor made and
+//                                 connected to that --relay's pinned host socket, when errno is 0
+//
+// No byte of the sandbox's reaches the monitor: a request is an index the monitor checks
+// against the --relay count, and the monitor makes the socket itself (a socket of the worker's
+// could be made blocking and hang the monitor's connect). ARCHITECTURE.md draws both processes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+#include "relay/egress.h"
+#include "relay/relay.h"
+
+namespace cocoon::relay {
+
+class HostSocket;
+
+struct WorkerOptions {
+    RelayOptions relay;  // log: the worker writes "PREFIX" + line to its stderr
+    std::string log_prefix;  // --level-prefix's, for the relay's lines
+    std::vector<std::string> relay_names;  // each --relay's socket path, for messages
+    std::optional<EgressOptions> egress;  // --egress
+};
+
+class Worker {
+public:
+    // Forks the worker. `targets`: each --relay's pinned host socket, in command-line order (the
+    // monitor's to connect). Throws SysError when the worker cannot start; the worker itself
+    // exits with status 1 and a message on stderr when it cannot confine itself.
+    Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets);
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    pid_t pid() const { return m_pid; }
+    // Readable when the worker asks for a connection (serve()), or hung up (it ended).
+    int fd() const { return m_connect.get(); }
+    // Answers the worker's waiting requests. False once the worker is gone.
+    bool serve();
+    // Hands over a listener: the index-th --relay's, or (egress) an --egress one.
+    void add_listener(UniqueFd listener, bool egress, uint32_t index);
+    // The sandbox ended: the worker closes every connection and writes the egress summary; waits
+    // for it (2 s at most, then kills it). A warning on stderr names how it ended, if not well.
+    void stop(const std::string& log_prefix);
+
+private:
+    pid_t m_pid = -1;
+    UniqueFd m_pidfd, m_control, m_connect;
+    std::vector<std::shared_ptr<const HostSocket>> m_targets;
+};
+
+}  // namespace cocoon::relay
