@@ -56,32 +56,67 @@ cocoon_tidy() {
   }
 }
 
-# cmake --install into a scratch DESTDIR, then use what was installed: the
-# bwrap link runs a sandbox and speaks as bwrap, the man page renders and
-# names every option the binary has, the completion completes an option.
+# cmake --install into a scratch DESTDIR, both ways a packager installs: with the prefix given
+# at configure time, then with another given at install time (`cmake --install --prefix /usr`).
+# Each time, uses what was installed: the bwrap link resolves to the installed cocoon, runs a
+# sandbox and speaks as bwrap, the man page renders and names every option the binary has, the
+# completion (and its bwrap link) completes an option, the AppArmor profile names the installed
+# binary, and install_manifest.txt lists every file installed. Never installs outside a DESTDIR.
 cocoon_check_install() {
-  local dest
-  dest=$(mktemp -d /tmp/cocoon-install.XXXXXX)
-  DESTDIR=$dest cmake --install "$COCOON_BUILD" --prefix /usr/local >/dev/null
-  local bin=$dest/usr/local/bin
-  [ "$("$bin/bwrap" --ro-bind / / sh -c 'echo ok')" = ok ] || { echo "installed bwrap link: no sandbox" >&2; return 1; }
-  [ "$("$bin/bwrap" --frobnicate 2>&1)" = "bwrap: Unknown option --frobnicate" ] ||
-    { echo "installed bwrap link: not speaking as bwrap" >&2; return 1; }
-  local page=$dest/usr/local/share/man/man1/cocoon.1 text missing=()
+  local configured other
+  configured=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$COCOON_BUILD/CMakeCache.txt")
+  [ -n "$configured" ] || { echo "installed layout: no CMAKE_INSTALL_PREFIX in $COCOON_BUILD/CMakeCache.txt" >&2; return 1; }
+  other=/usr
+  [ "$configured" != /usr ] || other=/opt/cocoon
+  cocoon_check_layout "$configured" && cocoon_check_layout "$configured" --prefix "$other"
+}
+
+# cocoon_check_layout PREFIX [--prefix PREFIX]: one install into a fresh DESTDIR, checked.
+cocoon_check_layout() {
+  local prefix=$1 how="configure-time prefix $1" dest
+  shift
+  [ $# -eq 0 ] || { prefix=$2; how="install-time prefix $2"; }
+  dest=$(mktemp -d /tmp/cocoon-install.XXXXXX) && [ -d "$dest" ] || return 1
+  local fail="installed layout ($how, DESTDIR=$dest)"
+  DESTDIR=$dest cmake --install "$COCOON_BUILD" "$@" >"$dest.log" 2>&1 ||
+    { echo "$fail: cmake --install failed: $(awk '/CMake Error/ {p = 1} /^Call Stack/ {exit} p' "$dest.log" | tr -s '\n ' ' ')" >&2; return 1; }
+  local bin=$dest$prefix/bin share=$dest$prefix/share
+  [ -x "$bin/cocoon" ] && [ ! -L "$bin/cocoon" ] || { echo "$fail: no executable $bin/cocoon" >&2; return 1; }
+  [ -L "$bin/bwrap" ] && [ "$bin/bwrap" -ef "$bin/cocoon" ] ||
+    { echo "$fail: $bin/bwrap is not a link to the installed cocoon (-> $(readlink "$bin/bwrap"))" >&2; return 1; }
+  local said
+  said=$("$bin/bwrap" --ro-bind / / sh -c 'echo ok' 2>&1) || true
+  [ "$said" = ok ] || { echo "$fail: the installed bwrap starts no sandbox: $said" >&2; return 1; }
+  said=$("$bin/bwrap" --frobnicate 2>&1) || true
+  [ "$said" = "bwrap: Unknown option --frobnicate" ] || { echo "$fail: the installed bwrap does not speak as bwrap: $said" >&2; return 1; }
+  local page=$share/man/man1/cocoon.1 text missing=()
+  [ -f "$page" ] || { echo "$fail: no man page $page" >&2; return 1; }
   if groff -man -Tutf8 -ww -z "$page" 2>&1 | grep -q .; then
-    echo "cocoon.1: groff warns:" >&2; groff -man -Tutf8 -ww -z "$page" >&2; return 1
+    echo "$fail: cocoon.1: groff warns:" >&2; groff -man -Tutf8 -ww -z "$page" >&2; return 1
   fi
   text=$(groff -man -Tascii -P-c -P-b -P-u "$page" 2>/dev/null)
   while read -r opt; do
     grep -qe "$opt" <<<"$text" || missing+=("$opt")
   done < <("$bin/cocoon" --help | awk '/^    --/ {print $1}')
-  [ ${#missing[@]} -eq 0 ] || { echo "cocoon.1 lacks: ${missing[*]}" >&2; return 1; }
-  local completed
-  completed=$(PATH=$bin:$PATH bash -c "source '$dest/usr/local/share/bash-completion/completions/bwrap';
+  [ ${#missing[@]} -eq 0 ] || { echo "$fail: cocoon.1 lacks: ${missing[*]}" >&2; return 1; }
+  local completions=$share/bash-completion/completions completed
+  [ -f "$completions/cocoon" ] && [ -L "$completions/bwrap" ] && [ "$completions/bwrap" -ef "$completions/cocoon" ] ||
+    { echo "$fail: no completion $completions/cocoon with a bwrap link to it" >&2; return 1; }
+  completed=$(PATH=$bin:$PATH bash -c "source '$completions/bwrap';
     COMP_WORDS=(bwrap --unshare-p); COMP_CWORD=1; _cocoon; echo \${COMPREPLY[*]}")
-  [ "$completed" = "--unshare-pid" ] || { echo "bash completion gave '$completed'" >&2; return 1; }
-  rm -rf "$dest"
-  echo "installed layout: cocoon, the bwrap link, cocoon.1 (every option), bash completion: ok"
+  [ "$completed" = "--unshare-pid" ] || { echo "$fail: bash completion gave '$completed'" >&2; return 1; }
+  local profile=$dest/etc/apparmor.d/cocoon
+  said=", no AppArmor profile (no /etc/apparmor.d here)"
+  if [ -d /etc/apparmor.d ]; then
+    grep -qx "profile cocoon $prefix/bin/cocoon flags=(unconfined) {" "$profile" 2>/dev/null ||
+      { echo "$fail: $profile does not attach to $prefix/bin/cocoon: $(grep -s '^profile' "$profile")" >&2; return 1; }
+    said=", the AppArmor profile for $prefix/bin/cocoon"
+  fi
+  local unlisted
+  unlisted=$(comm -3 <(sed "s|^|$dest|" "$COCOON_BUILD/install_manifest.txt" | sort) <(find "$dest" ! -type d | sort))
+  [ -z "$unlisted" ] || { echo "$fail: install_manifest.txt and the files installed differ:" $unlisted >&2; return 1; }
+  rm -rf "$dest" "$dest.log"
+  echo "installed layout ($how): cocoon, the bwrap link, cocoon.1 (every option), bash completion$said: ok"
 }
 
 # The build a Debian packager runs: Release, with dpkg-buildflags' hardening
