@@ -10,7 +10,7 @@ cocoon_packages=(
   googletest libgtest-dev
   util-linux procps attr bubblewrap curl socat openssl nodejs
   clang-format clang-tidy clang libclang-rt-14-dev
-  dpkg-dev groff-base
+  dpkg-dev groff-base python3
 )
 
 cocoon_install() {

@@ -18,10 +18,10 @@
 namespace cocoon::test::diff {
 namespace {
 
-// README.md as it was when the suite was built (tests/CMakeLists.txt embeds it).
-const std::string kReadme = [] {
+// docs/bwrap-differences.md as it was when the suite was built (tests/CMakeLists.txt embeds it).
+const std::string kDifferences = [] {
     static const unsigned char bytes[] = {
-#include "diff_readme.inc"
+#include "diff_differences.inc"
     };
     return std::string(reinterpret_cast<const char*>(bytes), sizeof bytes);
 }();
@@ -109,12 +109,13 @@ TEST_P(Diff, SameAsBwrapOrTheStatedDifference)
 INSTANTIATE_TEST_SUITE_P(Rows, Diff, ::testing::ValuesIn(rows_to_run()),
                          [](const ::testing::TestParamInfo<Row>& row) { return row.param.name; });
 
-// Names in "(row `NAME`)" and "(rows `A`, `B`)" in the README's table of intended differences.
-std::set<std::string> readme_rows()
+// Names in "(row `NAME`)" and "(rows `A`, `B`)" in docs/bwrap-differences.md's table of intended
+// differences.
+std::set<std::string> documented_rows()
 {
-    size_t start = kReadme.find("### Intended differences the differential suite asserts");
-    size_t end = kReadme.find("\n#", start + 4);
-    std::string table = kReadme.substr(start == std::string::npos ? kReadme.size() : start, end - start);
+    size_t start = kDifferences.find("## Intended differences the differential suite asserts");
+    size_t end = kDifferences.find("\n#", start + 4);
+    std::string table = kDifferences.substr(start == std::string::npos ? kDifferences.size() : start, end - start);
     std::set<std::string> names;
     static const std::regex kRows(R"(\(rows? ([^)]*)\))"), kName("`([a-z0-9_]+)`");
     for (auto it = std::sregex_iterator(table.begin(), table.end(), kRows); it != std::sregex_iterator(); ++it) {
@@ -125,18 +126,19 @@ std::set<std::string> readme_rows()
     return names;
 }
 
-// Every row that states a difference has its line in README.md's table, and every line there names
-// such a row: an intended difference is documented with its reason, and nothing else is.
-TEST(DiffReadme, TableListsExactlyTheRowsThatDiffer)
+// Every row that states a difference has its line in docs/bwrap-differences.md's table, and every
+// line there names such a row: an intended difference is documented with its reason, and nothing
+// else is.
+TEST(DiffDocs, TableListsExactlyTheRowsThatDiffer)
 {
     std::set<std::string> differing{"all_rows"};
     for (const Row& row : rows())
         if (!row.left_out && (!row.differs.empty() || !row.differs_root.empty() || !row.differs_user.empty()))
             differing.insert(row.name);
-    EXPECT_EQ(readme_rows(), differing);
+    EXPECT_EQ(documented_rows(), differing);
 }
 
-TEST(DiffReadme, AtLeastEightyRowsCoveringEveryBwrapOption)
+TEST(DiffDocs, AtLeastEightyRowsCoveringEveryBwrapOption)
 {
     std::set<std::string> used;
     size_t run = 0;

@@ -331,8 +331,8 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
         if (line == "ns pid new")
             own_pid_ns = true;
         // Wherever the caller may make cgroups in its own (root; the unprivileged pass's delegated
-        // cgroup), cocoon runs the command in cocoon-PID/command below it (README, row all_rows;
-        // tests/e2e/cgroup_test.cc checks it).
+        // cgroup), cocoon runs the command in cocoon-PID/command below it (docs/bwrap-differences.md,
+        // row all_rows; tests/e2e/cgroup_test.cc checks it).
         if (line.rfind("cgroup ", 0) == 0)
             line = std::regex_replace(line, std::regex("(0::[^ ]*)/cocoon-[0-9]+(-[0-9]+)?(/command)?"), "$1");
         if (line.rfind("cgroup ", 0) == 0)
@@ -365,8 +365,9 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
 }
 
 // Mounts stacked on one point of the host (seen: /dev/pts and /dev/shm mounted twice) under a
-// recursive bind: bwrap remounts only one of each stack read-only, cocoon every one (README, row
-// `all_rows`). Points stacked in both reports are left out of the comparison.
+// recursive bind: bwrap remounts only one of each stack read-only, cocoon every one
+// (docs/bwrap-differences.md, row `all_rows`). Points stacked in both reports are left out of the
+// comparison.
 static void take_out_stacked_mounts(Report& bwrap, Report& cocoon)
 {
     std::map<std::string, int> theirs, ours;
@@ -384,7 +385,8 @@ static void take_out_stacked_mounts(Report& bwrap, Report& cocoon)
 
 static void take_out_known_differences(Report& bwrap, Report& cocoon)
 {
-    // cocoon's default seccomp policy: one filter under the caller's (README, row `all_rows`).
+    // cocoon's default seccomp policy: one filter under the caller's (docs/bwrap-differences.md,
+    // row `all_rows`).
     (void)bwrap;
     static const std::regex kFilters("^status Seccomp_filters:\\s+(\\d+)$");
     bool only_ours = false;
@@ -434,7 +436,7 @@ static void take_out_known_differences(Report& bwrap, Report& cocoon)
     for (std::string& l : cocoon.lines)
         l = std::regex_replace(l, kOurData, "$1 (a data file's tmpfs) $2$3");
     // cocoon's covers of /proc/keys and /proc/key-users (the host's /dev/null, read-only), and the
-    // nr_inodes a --size tmpfs gets from its size (README, row `all_rows`).
+    // nr_inodes a --size tmpfs gets from its size (docs/bwrap-differences.md, row `all_rows`).
     static const std::regex kKeysCover("^mount /proc/(keys|key-users) root=/null .*$");
     std::erase_if(cocoon.lines, [](const std::string& l) { return std::regex_match(l, kKeysCover); });
     static const std::regex kInodes("^(mount .* super=rw)(,size=([0-9]+)k),nr_inodes=([0-9]+)(.*)$");
@@ -443,9 +445,10 @@ static void take_out_known_differences(Report& bwrap, Report& cocoon)
         if (std::regex_match(l, m, kInodes) && std::stoull(m[4]) == mount::tmpfs_inodes(std::stoull(m[3]) * 1024))
             l = m[1].str() + m[2].str() + m[5].str();
         else if (std::regex_match(l, m, kInodes) && l.find(" tmpfs src=tmpfs ") != std::string::npos)
-            l = m[1].str() + m[5].str();  // --dev's tmpfs, sized to what it holds (README, row `all_rows`)
+            l = m[1].str() + m[5].str();  // --dev's tmpfs, sized to what it holds (the same row)
     }
-    // --dev's shm: a tmpfs of its own in cocoon, a directory of /dev's in bwrap (README, row `all_rows`).
+    // --dev's shm: a tmpfs of its own in cocoon, a directory of /dev's in bwrap
+    // (docs/bwrap-differences.md, row `all_rows`).
     static const std::regex kShm("^mount (\\S+)/shm root=/ tmpfs src=tmpfs [a-z,]+ super=rw,size=[0-9]+k,mode=755.*$");
     std::erase_if(cocoon.lines, [&](const std::string& l) {
         std::smatch m;

@@ -64,14 +64,14 @@ struct Report {
 // Runs `row` under `bwrap` (a path to a program named bwrap) and returns what it showed.
 Report run_row(const Row& row, const std::string& bwrap, const std::string& probe);
 
-// Differences any row may show (README.md, row `all_rows`), taken out of both reports where they
-// are exactly as stated: the mount table compares sorted by mount point (cocoon attaches mounts in
-// another order; a mount point's stack keeps its order); the root tmpfs (bwrap's is a directory
-// /newroot of a tmpfs with default options, cocoon's a tmpfs of mode 755); the tmpfs file behind
-// --bind-data (bwrap's is /bindfileXXXXXX of a tmpfs with default options, cocoon's /data-N of one
-// of mode 700); /proc/sys, irq and bus, which cocoon always covers read-only (bwrap only where
-// access(W_OK) allows writing). And where only one side's probe ran, its report becomes one line,
-// "(probe ran)", so that a refusal compares as exit code and message.
+// Differences any row may show (docs/bwrap-differences.md, row `all_rows`), taken out of both
+// reports where they are exactly as stated: the mount table compares sorted by mount point (cocoon
+// attaches mounts in another order; a mount point's stack keeps its order); the root tmpfs (bwrap's
+// is a directory /newroot of a tmpfs with default options, cocoon's a tmpfs of mode 755); the tmpfs
+// file behind --bind-data (bwrap's is /bindfileXXXXXX of a tmpfs with default options, cocoon's
+// /data-N of one of mode 700); /proc/sys, irq and bus, which cocoon always covers read-only (bwrap
+// only where access(W_OK) allows writing). And where only one side's probe ran, its report becomes
+// one line, "(probe ran)", so that a refusal compares as exit code and message.
 void take_out_common_differences(Report& bwrap, Report& cocoon);
 
 // The lines only in `a` ("-line") and only in `b` ("+line"), sorted.

@@ -1,7 +1,7 @@
 // The differential suite's table: each row is one command line, run under Debian's bwrap and under
 // cocoon-as-bwrap; the two normalised reports must be equal, or differ exactly as the row states
-// (each such row is a row of README.md's table of intended differences). Runs as whoever runs the
-// tests: tools/test runs it as root and again as an unprivileged user.
+// (each such row is a row of docs/bwrap-differences.md's table of intended differences). Runs as
+// whoever runs the tests: tools/test runs it as root and again as an unprivileged user.
 #include "tests/diff/rows.h"
 
 #include "tests/support/process.h"
@@ -292,7 +292,7 @@ const std::vector<Row>& rows()
         {.name = "userns2_not_a_namespace",
          .options = {"--userns2", "5"},
          .fds = {{5, Fd::Path, "/"}},
-         .left_out = "bwrap 0.8.0 leaves a process behind after this failure (README: Deliberate differences)"},
+         .left_out = "bwrap 0.8.0 leaves a process behind after this failure (docs/bwrap-differences.md)"},
         {.name = "userns2",
          .options = {"--userns", "5", "--userns2", "6", "--unshare-pid", "--proc", "/proc"},
          .fds = {{5, Fd::UsernsParent}, {6, Fd::Userns}},

@@ -149,7 +149,7 @@ TEST(Caps, SameSetsAsBwrap)
         for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapAmb"})
             EXPECT_EQ(status_field(ours.out, set), status_field(theirs.out, set))
                 << set << " for " << testing::PrintToString(line);
-        // The one deliberate difference (README): cocoon's bounding set is
+        // The one deliberate difference (docs/bwrap-differences.md): cocoon's bounding set is
         // always the command's set; bwrap leaves a root caller's full when it
         // makes no user namespace, so a later exec could regain the rest.
         EXPECT_EQ(status_field(ours.out, "CapBnd"), status_field(ours.out, "CapPrm"))

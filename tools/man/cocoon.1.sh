@@ -48,6 +48,9 @@ lets cocoon create user namespaces where AppArmor restricts them.
 .BR bwrap (1),
 .BR user_namespaces (7),
 .BR namespaces (7).
-The README of cocoon $version describes the agent recipe and the deliberate
-differences from bwrap.
+In the source of cocoon $version: README.md gives the agent recipe;
+docs/options.md describes each option in full (limits, messages, how a sandbox
+stops, capabilities); docs/agents.md the recipe part by part;
+docs/bwrap-differences.md the deliberate differences from bwrap; SECURITY.md
+the threat model.
 TAIL
