@@ -37,9 +37,10 @@ struct RelayOptions {
     // of an --egress pair), which the kernel doubles: a connection whose reader never reads holds
     // at most 512 KiB queued in each, where loopback's autotuning gave 4 MiB send buffers (tcp_wmem)
     // and receive buffers up to 32 MiB (tcp_rmem). 0 leaves them to autotuning. Measured with
-    // tools/bench/relay (streams, rtt, rate; medians of 5-6 runs on a loaded 2-CPU host, fixed vs
-    // autotuned): upload 2312 vs 1716 MiB/s, download 1945 vs 1563, round trip 117 vs 116 us,
-    // 7211 vs 6470 connections/s; 128 KiB lost a fifth of the upload, 512 KiB gained nothing.
+    // tools/bench/relay on a shared 2-CPU host under load 4-5 (medians of 8 runs fixed, 9
+    // autotuned): upload 2025 vs 1760 MiB/s, download 1836 vs 1280, 7171 vs 7071 connections/s;
+    // round trip on one CPU 69 vs 76 us (6 pairs). 128 KiB lost a fifth of the upload; 512 KiB
+    // gained nothing.
     size_t socket_buffer_size = size_t{256} * 1024;
     // Bytes in flight, over every connection: buffers and pipes lent at once are capped so that
     // buffer_size x buffers + pipe_size x pipes stays under this (at least one of each). A
