@@ -31,8 +31,9 @@ struct Pumps {
 // Memory bound: the object (about 120 bytes) plus, per direction, at most one buffer or pipe
 // from the pools, held only while bytes are in it. Idle connections hold two socket fds and
 // nothing else. A direction reads its source only while its buffer or pipe has room, so a slow
-// reader leaves the bytes in the writer's socket buffers, which the kernel bounds (tcp_rmem/wmem,
-// unix wmem) and TCP flow control pushes back.
+// reader leaves the bytes in the writer's socket buffers, which the kernel bounds (the relay fixes
+// its TCP socket's at RelayOptions::socket_buffer_size, its Unix socket's send buffer at twice
+// buffer_size) and TCP flow control pushes back.
 class Connection {
 public:
     Connection(UniqueFd tcp, UniqueFd unix_socket, uint32_t listener);

@@ -32,14 +32,27 @@ struct RelayOptions {
     // throughput of copying (relay/connection.cc). False: upload copies too.
     bool splice_upload = true;
     size_t pipe_size = size_t{1} << 20;
+    // Security: SO_SNDBUF and SO_RCVBUF of every relayed TCP socket (accepted, or adopted: both
+    // of an --egress pair), which the kernel doubles: a connection whose reader never reads holds
+    // at most 512 KiB queued in each, where loopback's autotuning gave 4 MiB send buffers (tcp_wmem)
+    // and receive buffers up to 32 MiB (tcp_rmem). 0 leaves them to autotuning. Measured with
+    // tools/bench/relay on a shared 2-CPU host under load 4-5 (medians of 8 runs fixed, 9
+    // autotuned): upload 2025 vs 1760 MiB/s, download 1836 vs 1280, 7171 vs 7071 connections/s;
+    // round trip on one CPU 69 vs 76 us (6 pairs). 128 KiB lost a fifth of the upload; 512 KiB
+    // gained nothing.
+    size_t socket_buffer_size = size_t{256} * 1024;
     // Bytes in flight, over every connection: buffers and pipes lent at once are capped so that
     // buffer_size x buffers + pipe_size x pipes stays under this (at least one of each). A
     // direction that finds none left waits, its bytes in its source's socket buffer, until one
     // comes back. So the relay's memory does not grow with the number of connections.
     size_t max_in_flight = size_t{64} << 20;
     // Security: the sandbox decides how many connections it opens; past this many the listeners
-    // stop accepting (new clients wait in the listen backlog) until one closes. It bounds the
-    // fds; the monitor sets it from RLIMIT_NOFILE.
+    // stop accepting (new clients wait in the listen backlog) until one closes, and --egress
+    // refuses handshakes (reserve()). It bounds the fds, and with socket_buffer_size the kernel
+    // memory. The monitor sets it from RLIMIT_NOFILE N, after raising the soft limit to the hard
+    // one under --relay (ns/launch.cc): connections_within(N, 64) = (N - 147) / 2 with the default
+    // options (64 fds more are kept back with --json-status-fd: (N - 211) / 2). 438 at N = 1024,
+    // 9926 at 20000, 262070 at 524288.
     size_t max_connections = 1024;
     // A connect to the host socket that finds its accept backlog full (EAGAIN) waits in a queue,
     // in order, while the TCP client waits: a burst is queued, not dropped. The oldest is tried
@@ -81,10 +94,15 @@ public:
 // flight at most options.max_in_flight over all connections (64 MiB by default: 128 buffers and
 // 32 pipes); plus at most kMaxSpareBytes of empty buffers and kMaxSparePipes empty pipes kept for reuse. A
 // destination that takes nothing more stops the relay reading its source, so nothing grows
-// beyond that; the kernel's own socket buffers of the connections are larger (the Unix socket's
-// send buffer is set to 2 x buffer_size, which the kernel doubles, capped by net.core.wmem_max;
-// TCP's autotunes up to net.ipv4.tcp_wmem). Connections that stall holding every buffer (a
-// sandbox that never reads 128 downloads) make the others wait: a sandbox can only slow itself.
+// beyond that. Kernel memory per connection, bounded whatever the two readers do: its TCP
+// socket's send and receive buffers, 2 x socket_buffer_size each (512 KiB: the kernel doubles
+// the figure set); its Unix socket's send buffer, set to 2 x buffer_size (1 MiB with the same
+// doubling, capped by net.core.wmem_max), which bounds what waits for the proxy. What waits in
+// the Unix socket for the relay is counted against the proxy's own send buffer (Linux's AF_UNIX
+// stream sockets have no receive limit of their own), so the proxy bounds that. So at most
+// max_connections x (1 MiB of TCP + 1 MiB of Unix socket memory), besides the bytes in flight.
+// Connections that stall holding every buffer (a sandbox that never reads 128 downloads) make the
+// others wait: a sandbox can only slow itself.
 // fds: two per connection, two per pipe lent or spare, three of its own.
 // Not thread-safe: one thread calls everything but connection_count(). splice(2) raises SIGPIPE
 // when the proxy is gone: the process must ignore SIGPIPE (the monitor does) unless
