@@ -49,10 +49,9 @@ struct RelayOptions {
     // Security: the sandbox decides how many connections it opens; past this many the listeners
     // stop accepting (new clients wait in the listen backlog) until one closes, and --egress
     // refuses handshakes (reserve()). It bounds the fds, and with socket_buffer_size the kernel
-    // memory. The monitor sets it from RLIMIT_NOFILE N, after raising the soft limit to the hard
-    // one under --relay (ns/launch.cc): connections_within(N, 64) = (N - 147) / 2 with the default
-    // options (64 fds more are kept back with --json-status-fd: (N - 211) / 2). 438 at N = 1024,
-    // 9926 at 20000, 262070 at 524288.
+    // memory. The monitor sets it for the relay worker from RLIMIT_NOFILE N, after raising the
+    // soft limit to the hard one under --relay (ns/launch.cc): connections_within(N, 16) =
+    // (N - 99) / 2 with the default options. 462 at N = 1024, 9950 at 20000, 262094 at 524288.
     size_t max_connections = 1024;
     // A connect to the host socket that finds its accept backlog full (EAGAIN) waits in a queue,
     // in order, while the TCP client waits: a burst is queued, not dropped. The oldest is tried

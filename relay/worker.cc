@@ -312,6 +312,17 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     UniqueFd control0(control[0]), control1(control[1]);
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, connect), "socketpair");
     UniqueFd connect0(connect[0]), connect1(connect[1]);
+    // A pipe or terminal as --egress-log gets a file description of cocoon's own, O_NONBLOCK
+    // (the caller's stays as it was), opened here: the worker has no /proc (relay/egress_log.h).
+    if (options.egress && options.egress->log) {
+        struct stat st {};
+        if (::fstat(options.egress->log.get(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+            UniqueFd own(::open(("/proc/self/fd/" + std::to_string(options.egress->log.get())).c_str(),
+                                O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+            if (own)
+                options.egress->log = std::move(own);
+        }
+    }
     const pid_t monitor = ::getpid();
     sys::Cloned child = sys::clone3(0);
     if (child.pid == 0) {

@@ -42,11 +42,10 @@ HEAD
 cat <<TAIL
 .SH RELAY LIMITS
 The connections of \fB\-\-relay\fR and \fB\-\-egress\fR are relayed by
-cocoon's monitor, outside the sandbox, with two file descriptors each. It
-relays at most (N \- 147) / 2 at once, N being its RLIMIT_NOFILE (under
-\fB\-\-relay\fR the hard limit: it raises its soft limit to it), or
-(N \- 211) / 2 with \fB\-\-json\-status\-fd\fR: 438 under a limit of 1024,
-262070 under 524288. Past that the listeners stop accepting and new clients
+cocoon's relay worker, a confined process outside the sandbox, with two file
+descriptors each. It relays at most (N \- 99) / 2 at once, N being its
+RLIMIT_NOFILE (under \fB\-\-relay\fR the hard limit: cocoon raises its soft
+limit to it): 462 under a limit of 1024, 262094 under 524288. Past that the listeners stop accepting and new clients
 wait in the listen backlog until a connection closes. Each relayed TCP socket
 has SO_SNDBUF and SO_RCVBUF of 256 KiB, which the kernel doubles, and each
 Unix socket to the host a SO_SNDBUF of 512 KiB: a connection whose reader
