@@ -317,19 +317,22 @@ void Relay::on_listener(uint32_t index)
     if (index >= m_listeners.size())
         return;
     Listener& listener = *m_listeners[index];
+    // A batch is accepted, then connected at once: a target in another process (relay/worker.h)
+    // gets every request before it answers the first.
+    std::vector<UniqueFd> clients, sockets;
     for (int i = 0; i < kAcceptBatch; ++i) {
-        if (in_use() >= m_options.max_connections)
-            return;  // sync_listeners already stopped watching
+        if (in_use() + clients.size() >= m_options.max_connections)
+            break;  // sync_listeners stops watching once they are in
         // The Unix socket is made before accept4, so a relay out of fds leaves the client waiting
         // in the backlog rather than accepting it only to drop it. The spare is kept for the next
         // client when accept4 finds none.
         if (listener.target->takes_socket() && !m_spare_unix && !make_spare_unix(listener))
-            return;
+            break;
         int fd = ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             const int err = errno;
             if (err == EAGAIN || err == EWOULDBLOCK)
-                return;
+                break;
             if (connection_error(err))
                 continue;
             // Out of fds or memory (or something unexpected): the connection stays in the backlog
@@ -337,11 +340,19 @@ void Relay::on_listener(uint32_t index)
             report(listener,
                    error_text("accept4", err) + "; pausing " + std::to_string(m_options.accept_pause.count()) + " ms");
             pause(listener, Clock::now());
-            return;
+            break;
         }
         bound_buffers(fd, m_options.socket_buffer_size);
-        open_connection(index, UniqueFd(fd), std::exchange(m_spare_unix, UniqueFd()));
+        clients.emplace_back(fd);
+        sockets.push_back(std::exchange(m_spare_unix, UniqueFd()));
     }
+    if (clients.empty())
+        return;
+    // Clients that wait keep their order: new ones queue behind them.
+    const std::vector<int> errs =
+        m_waiting.empty() ? listener.target->connect_all(sockets) : std::vector<int>(clients.size(), EAGAIN);
+    for (size_t i = 0; i < clients.size(); ++i)
+        open_connection(index, std::move(clients[i]), std::move(sockets[i]), errs[i]);
 }
 
 bool Relay::make_spare_unix(Listener& listener)
@@ -356,7 +367,7 @@ bool Relay::make_spare_unix(Listener& listener)
     return false;
 }
 
-void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket)
+void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket, int err)
 {
     Listener& listener = *m_listeners[listener_index];
     // Security: the target is the host socket cocoon's command line named, pinned at start and
@@ -365,9 +376,7 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
     // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
     // EAGAIN, never EINPROGRESS. EAGAIN is tried again later (retry_waiting) while the client
     // waits; any other failure closes this client only, and the next one tries again.
-    // Clients that wait keep their order: a new one queues behind them.
-    const bool queued = !m_waiting.empty();
-    if (const int err = queued ? EAGAIN : listener.target->connect(unix_socket)) {
+    if (err) {
         if (err == EAGAIN) {
             const Clock::time_point now = Clock::now();
             if (m_waiting.empty()) {

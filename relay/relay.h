@@ -81,6 +81,15 @@ public:
     // unconnected one of the relay's to use, or none). 0, or the errno: EAGAIN when the target's
     // backlog is full (the relay tries again later), any other closes this client only.
     virtual int connect(UniqueFd& socket) const = 0;
+    // connect() for each of `sockets`, the errno of each in order; a target in another process
+    // sends every request before it reads an answer.
+    virtual std::vector<int> connect_all(std::vector<UniqueFd>& sockets) const
+    {
+        std::vector<int> errs;
+        for (UniqueFd& socket : sockets)
+            errs.push_back(connect(socket));
+        return errs;
+    }
     // Whether connect() takes a socket the relay made (made before accept4, so a relay out of fds
     // leaves its clients in the backlog).
     virtual bool takes_socket() const { return true; }
@@ -179,7 +188,8 @@ private:
 
     void on_listener(uint32_t index);
     bool make_spare_unix(Listener& listener);
-    void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket);
+    // err: what connecting unix_socket to the listener's target gave (EAGAIN: it waits).
+    void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket, int err);
     void retry_waiting(Clock::time_point now);
     size_t in_use() const { return connection_count() + m_waiting.size() + m_reserved; }
     bool install(std::unique_ptr<Connection> connection, CloseHook on_close);

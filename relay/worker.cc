@@ -116,19 +116,41 @@ public:
     const std::string& path() const override { return m_path; }
     int connect(UniqueFd& socket) const override
     {
-        socket.reset();
-        ConnectedMsg answer;
-        if (!send_msg(kConnectFd, ConnectMsg{m_index}))
-            return errno ? errno : EPIPE;
-        if (int err = receive_msg(kConnectFd, answer, socket))
-            return err;
-        if (answer.err != 0 || !socket) {
+        std::vector<UniqueFd> one(1);
+        const int err = connect_all(one).front();
+        socket = std::move(one.front());
+        return err;
+    }
+    // Every request first, then the answers, which come in the same order.
+    std::vector<int> connect_all(std::vector<UniqueFd>& sockets) const override
+    {
+        size_t sent = 0;
+        for (UniqueFd& socket : sockets) {
             socket.reset();
-            return answer.err ? answer.err : EPROTO;
+            if (!send_msg(kConnectFd, ConnectMsg{m_index}))
+                break;
+            ++sent;
         }
-        const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
-        ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-        return 0;
+        std::vector<int> errs(sockets.size(), EPIPE);
+        for (size_t i = 0; i < sent; ++i) {
+            ConnectedMsg answer;
+            if (int err = receive_msg(kConnectFd, answer, sockets[i])) {
+                sockets[i].reset();
+                errs[i] = err;
+                // The order is lost: the worker stops asking (a monitor that sends bad answers
+                // is gone or broken); its clients are closed.
+                ::shutdown(kConnectFd, SHUT_WR);
+                break;
+            }
+            errs[i] = answer.err != 0 ? answer.err : sockets[i] ? 0 : EPROTO;
+            if (errs[i] != 0) {
+                sockets[i].reset();
+                continue;
+            }
+            const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
+            ::setsockopt(sockets[i].get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+        }
+        return errs;
     }
 
 private:
@@ -384,8 +406,10 @@ bool Worker::serve()
             answer.err = EINVAL;
         else
             answer.err = m_targets[msg.target]->connect(socket);
+        // The worker has at most one batch (64) of requests out, so its queue always takes the
+        // answers: one that does not is broken, and is no longer answered.
         if (!send_msg(m_connect.get(), answer, answer.err == 0 ? socket.get() : -1))
-            return errno == EAGAIN;
+            return false;
     }
     return true;
 }

@@ -4,14 +4,16 @@
 // usage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N]
 //                           [--buffer-size BYTES] [--socat PATH] [--no-socat]
 //                           [--tests streams,rtt,rate,idle] [--rounds N] [--settle MS]
-//                           [--copy-upload] [--pipe-size BYTES]
+//                           [--copy-upload] [--pipe-size BYTES] [--in-process]
 //
 // Processes: this one (the clients), the stand-in proxy (an epoll server on a Unix socket), the
-// relay (relay::Relay in a child of its own, so its RSS is its alone), socat (exec'd, a process
-// per connection). Every loop is bounded by a count or a deadline.
+// relay as cocoon runs it (a child of its own standing for the monitor, and the confined worker
+// it forks, relay/worker.h: RSS, CPU and fds are the two's; --in-process: relay::Relay alone in
+// the child), socat (exec'd, a process per connection). Every loop is bounded by a count or a deadline.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -44,6 +46,7 @@
 #include "base/unique_fd.h"
 #include "relay/host_socket.h"
 #include "relay/relay.h"
+#include "relay/worker.h"
 #include "tests/support/socket.h"
 
 using cocoon::UniqueFd;
@@ -69,6 +72,7 @@ struct Options {
     size_t buffer_size = size_t{256} * 1024;
     size_t pipe_size = size_t{1} << 20;
     bool copy_upload = false;
+    bool in_process = false;  // the engine alone, without the worker split cocoon runs
     int settle_ms = 300;
     std::string socat = "socat";
     bool with_socat = true;
@@ -131,13 +135,15 @@ Options parse(int argc, char** argv)
             o.settle_ms = static_cast<int>(parse_number(arg, value(), 0));
         else if (arg == "--copy-upload")
             o.copy_upload = true;
+        else if (arg == "--in-process")
+            o.in_process = true;
         else if (arg == "--pipe-size")
             o.pipe_size = static_cast<size_t>(parse_number(arg, value(), 4096));
         else
             die("unknown argument: " + std::string(arg) +
                 "\nusage: cocoon_bench_relay [--mib N] [--pings N] [--seconds S] [--clients N] [--idle N] "
                 "[--buffer-size BYTES] [--socat PATH] [--no-socat] [--tests streams,rtt,rate,idle] "
-                "[--rounds N] [--settle MS] [--copy-upload] [--pipe-size BYTES]");
+                "[--rounds N] [--settle MS] [--copy-upload] [--pipe-size BYTES] [--in-process]");
     }
     return o;
 }
@@ -343,14 +349,41 @@ void run_relay(UniqueFd listener, const std::string& path, const Options& o)
     options.pipe_size = o.pipe_size;
     ::signal(SIGPIPE, SIG_IGN);  // as the monitor does: splice raises it when a peer is gone
     options.max_connections = static_cast<size_t>(o.idle) + 1000;
-    cocoon::relay::Relay relay(options);
-    relay.add_listener(std::move(listener), std::make_shared<const cocoon::relay::HostSocket>(path, true, "relay"));
+    auto target = std::make_shared<const cocoon::relay::HostSocket>(path, true, "relay");
     const auto deadline = Clock::now() + kLifetime;
-    while (Clock::now() < deadline)
-        relay.run_once(1000);
+    if (o.in_process) {
+        cocoon::relay::Relay relay(options);
+        relay.add_listener(std::move(listener), target);
+        while (Clock::now() < deadline)
+            relay.run_once(1000);
+        return;
+    }
+    // As cocoon runs it: this process is the monitor, which connects each accepted client for
+    // the confined worker (relay/worker.h) that relays.
+    cocoon::relay::WorkerOptions worker_options;
+    worker_options.relay = options;
+    worker_options.relay_names = {path};
+    cocoon::relay::Worker worker(std::move(worker_options), {target});
+    worker.add_listener(std::move(listener), false, 0);
+    while (Clock::now() < deadline) {
+        pollfd p{worker.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 1000) > 0 && !worker.serve())
+            break;
+    }
+    worker.stop("");
 }
 
-long rss_kib(pid_t pid)
+// The relay's process and its worker child (relay/worker.h), if any.
+std::vector<pid_t> relay_processes(pid_t pid)
+{
+    std::vector<pid_t> out{pid};
+    std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+    for (pid_t child; children >> child;)
+        out.push_back(child);
+    return out;
+}
+
+long rss_kib_of(pid_t pid)
 {
     std::ifstream status("/proc/" + std::to_string(pid) + "/smaps_rollup");
     std::string line;
@@ -361,7 +394,7 @@ long rss_kib(pid_t pid)
 }
 
 // utime + stime of a process, in milliseconds.
-double cpu_ms(pid_t pid)
+double cpu_ms_of(pid_t pid)
 {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
@@ -381,11 +414,32 @@ double cpu_ms(pid_t pid)
     return ticks * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// Of the relay's process and its worker together.
+long rss_kib(pid_t pid)
+{
+    long sum = 0;
+    for (pid_t p : relay_processes(pid))
+        sum += std::max(0L, rss_kib_of(p));
+    return sum;
+}
+double cpu_ms(pid_t pid)
+{
+    double sum = 0;
+    for (pid_t p : relay_processes(pid))
+        sum += cpu_ms_of(p);
+    return sum;
+}
+
+// Of the relay's process and its worker (not dumpable: root's to count).
 size_t fd_count(pid_t pid)
 {
     size_t n = 0;
-    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
-        ++n;
+    for (pid_t p : relay_processes(pid)) {
+        std::error_code ec;
+        for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(p) + "/fd", ec);
+             !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+            ++n;
+    }
     return n;
 }
 
@@ -551,7 +605,7 @@ int usable_cpus()
     return CPU_COUNT(&set);
 }
 
-// Puts the servers (and the calling thread) on the first CPU this process may use, or (`one`
+// Puts the servers and their children (and the calling thread) on the first CPU this process may use, or (`one`
 // false) back on all of them. socat's per-connection children inherit it from socat.
 void pin(const std::vector<pid_t>& pids, bool one)
 {
@@ -571,9 +625,11 @@ void pin(const std::vector<pid_t>& pids, bool one)
                 break;
             }
     }
-    for (pid_t pid : pids)
-        if (pid > 0 && ::sched_setaffinity(pid, sizeof set, &set) < 0)
-            die_errno("sched_setaffinity(" + std::to_string(pid) + ")");
+    // With their children: the relay's worker (relay/worker.h).
+    for (pid_t parent : pids)
+        for (pid_t pid : parent > 0 ? relay_processes(parent) : std::vector<pid_t>{})
+            if (::sched_setaffinity(pid, sizeof set, &set) < 0 && errno != ESRCH)
+                die_errno("sched_setaffinity(" + std::to_string(pid) + ")");
     if (::sched_setaffinity(0, sizeof set, &set) < 0)
         die_errno("sched_setaffinity");
 }
