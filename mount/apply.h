@@ -18,7 +18,7 @@ namespace cocoon::mount {
 // an overlay's credentials for its layers) is whoever this process is then.
 // Returns every tmpfs it made (the root, each Tmpfs op's, the hidden ones of
 // --bind-data and --tmp-overlay) as the O_PATH fd of its mount, for the
-// resource report to fstatfs (ns/usage.h); at most one per op and two more.
+// resource report to fstatfs (ns/monitor/usage.h); at most one per op and two more.
 std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void()>& sources_opened = {});
 
 }  // namespace cocoon::mount

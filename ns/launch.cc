@@ -33,8 +33,8 @@
 #include "ns/env.h"
 #include "ns/host_user.h"
 #include "ns/join.h"
-#include "ns/monitor.h"
-#include "ns/terminal.h"
+#include "ns/monitor/monitor.h"
+#include "ns/monitor/terminal.h"
 #include "ns/uid_map.h"
 #include "ns/seccomp_policy.h"
 #include "ns/userns_limit.h"
@@ -122,7 +122,7 @@ struct LaunchContext {
     UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
     std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
     int command_cgroup_procs = -1;  // the command's leaf cgroup.procs, for PID 2 (SandboxCgroup)
-    bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/command_watch.h)
+    bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/monitor/command_watch.h)
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 
@@ -783,8 +783,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
 
     int code;
     try {
-        code = monitor(plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
-                       usage, cgroup, std::move(logins), terminals);
+        code = monitor({plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
+                        usage, cgroup, std::move(logins), terminals});
     } catch (...) {
         // After a setup error the sandbox is gone already; the signal then
         // finds nothing.

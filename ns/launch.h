@@ -15,8 +15,8 @@
 #include "mount/plan.h"
 #include "base/unique_fd.h"
 #include "ns/caps.h"
-#include "ns/cgroup.h"
-#include "ns/login_file.h"
+#include "ns/monitor/cgroup.h"
+#include "ns/monitor/login_file.h"
 #include "relay/host_socket.h"
 
 namespace cocoon::ns {

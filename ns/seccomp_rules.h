@@ -100,7 +100,7 @@ inline std::vector<Rule> default_rules()
     // (TIOCSLCKTRMIOS), a hang-up (TIOCVHANGUP), and a virtual console's keyboard, display and
     // switching (the KD* and VT_* requests: numbers 0x4Bxx and 0x56xx with no size or direction
     // bits). No agent needs these, and a pty of its own needs none of them either. What an agent
-    // may change (raw mode, window size) is put back at the end (ns/terminal.h).
+    // may change (raw mode, window size) is put back at the end (ns/monitor/terminal.h).
     for (uint32_t request :
          {static_cast<uint32_t>(TIOCSETD), static_cast<uint32_t>(TIOCEXCL), static_cast<uint32_t>(TCXONC),
           static_cast<uint32_t>(TIOCCONS), static_cast<uint32_t>(TIOCSLCKTRMIOS), static_cast<uint32_t>(TIOCVHANGUP)})

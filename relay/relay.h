@@ -86,6 +86,7 @@ public:
     virtual std::vector<int> connect_all(std::vector<UniqueFd>& sockets) const
     {
         std::vector<int> errs;
+        errs.reserve(sockets.size());
         for (UniqueFd& socket : sockets)
             errs.push_back(connect(socket));
         return errs;

@@ -259,8 +259,31 @@ void confine(pid_t monitor, bool egress, const std::string& prefix)
 }
 
 // The allowlist (relay/worker_seccomp_gen.cc), for every thread (the resolver's was started).
+// SIGSYS: a call outside the allowlist, which the kernel did not make. Named on stderr (only
+// async-signal-safe calls: the number by hand), then the worker ends.
+void on_refused_call(int, siginfo_t* info, void*)
+{
+    char text[96] = "cocoon: relay worker: system call ";
+    size_t n = std::strlen(text);
+    char digits[12];
+    size_t d = 0;
+    for (unsigned nr = static_cast<unsigned>(info->si_syscall); d == 0 || nr; nr /= 10)
+        digits[d++] = static_cast<char>('0' + nr % 10);
+    while (d)
+        text[n++] = digits[--d];
+    const char tail[] = " is outside its seccomp allowlist\n";
+    std::memcpy(text + n, tail, sizeof tail - 1);
+    (void)!::write(STDERR_FILENO, text, n + sizeof tail - 1);
+    ::_exit(70);
+}
+
 void load_allowlist(const std::string& prefix)
 {
+    struct sigaction action {};
+    action.sa_sigaction = on_refused_call;
+    action.sa_flags = SA_SIGINFO;
+    if (::sigaction(SIGSYS, &action, nullptr) < 0)
+        fail(prefix, "sigaction(SIGSYS)", errno);
     sock_fprog prog{static_cast<unsigned short>(std::size(kWorkerAllowlist)),
                     const_cast<sock_filter*>(kWorkerAllowlist)};
     if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
@@ -295,6 +318,10 @@ void load_allowlist(const std::string& prefix)
                     continue;
                 fail(prefix, "poll", errno);
             }
+            if (fds[1].revents)
+                relay.run_once(0);
+            if (fds[2].revents)
+                egress->run_once();
             if (fds[0].revents) {
                 ControlMsg msg;
                 UniqueFd fd;
@@ -302,6 +329,14 @@ void load_allowlist(const std::string& prefix)
                 if (err == ECONNRESET)
                     ::_exit(0);  // the monitor is gone
                 if (err == 0 && msg.kind == ControlMsg::kStop) {
+                    // What the sandbox sent before it ended and the relay has not yet moved goes
+                    // first (bounded: 64 rounds of what is ready now), then every connection ends.
+                    for (int round = 0; round < 64; ++round) {
+                        pollfd ready{relay.epoll_fd(), POLLIN, 0};
+                        if (::poll(&ready, 1, 0) != 1)
+                            break;
+                        relay.run_once(0);
+                    }
                     relay.close_all();
                     if (egress)
                         egress->close_all();
@@ -312,10 +347,6 @@ void load_allowlist(const std::string& prefix)
                 else if (err == 0 && msg.kind == ControlMsg::kEgressListener && egress && fd)
                     egress->add_listener(std::move(fd));
             }
-            if (fds[1].revents)
-                relay.run_once(0);
-            if (fds[2].revents)
-                egress->run_once();
         }
     } catch (const std::exception& e) {
         const std::string line = prefix + "cocoon: relay worker: " + e.what() + "\n";

@@ -25,7 +25,7 @@
 
 #include "base/sys.h"
 #include "base/unique_fd.h"
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 
 namespace cocoon::tools {
 namespace {
@@ -174,7 +174,7 @@ int run_check()
            false);
 
     // 7. cgroup v2, and whether the caller may make cgroups in its own: what
-    // the sandbox's cgroup, resource accounting and limits will use (ns/cgroup.h).
+    // the sandbox's cgroup, resource accounting and limits will use (ns/monitor/cgroup.h).
     const ns::OwnCgroup own = ns::own_cgroup();
     r.line(!own.mount.empty(), "cgroup v2" + (own.mount.empty() ? std::string() : " at " + own.mount),
            "not mounted: resource use is sampled, --memory-max and --pids-max are unavailable", false);

@@ -24,7 +24,7 @@
 #include <regex>
 #include <thread>
 
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
 #include "tests/support/refusal.h"
 
@@ -401,7 +401,7 @@ TEST_F(Cgroup, PidOneIsOutOfTheAgentsReach)
         return;
     // Where the agent may move PID 1 (no nsdelegate; unprivileged, or root
     // without --host-user), it freezes it: the monitor sees the command end
-    // (ns/command_watch.h), reports its code and ends the sandbox; nothing of
+    // (ns/monitor/command_watch.h), reports its code and ends the sandbox; nothing of
     // it is left in the cgroup (tools/test checks) or running.
     for (bool with_parent : {true, false}) {
         SCOPED_TRACE(with_parent ? "--cgroup-parent" : "the caller's cgroup");

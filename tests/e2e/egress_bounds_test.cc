@@ -477,7 +477,7 @@ TEST_F(EgressBounds, IdleConnectionsAtTheFdLimitDoNotSpinTheMonitor)
     EXPECT_LT(share, 0.20);
     EXPECT_LT(worker_share, 0.20);
     if (fds > 0) {  // the worker is not dumpable: its /proc/PID/fd is root's to read
-        // At least one fd per handshake its budget allows (ns/monitor.cc's reserve of 16).
+        // At least one fd per handshake its budget allows (ns/monitor/monitor.cc's reserve of 16).
         const size_t budget = cocoon::relay::Relay::connections_within(256, 16, cocoon::relay::RelayOptions{});
         EXPECT_GE(fds, budget) << "the worker held few handshakes: the test did not test the limit";
         EXPECT_LE(fds, 256U);

@@ -28,7 +28,7 @@
 #include <thread>
 
 #include "base/unique_fd.h"
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
 #include "tests/support/refusal.h"
 #include "tests/support/socket.h"

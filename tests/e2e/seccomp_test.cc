@@ -291,7 +291,7 @@ void expect_same_tty(const TtyState& a, const TtyState& b)
 // Each way to leave the caller's terminal broken, tried from inside: those no agent needs are
 // refused by the policy; with the policy off they take effect (the probe reads them back), and
 // every one is undone when the sandbox ends: same settings, line discipline, not exclusive,
-// output flowing (a write and a read through it work). Not the window size (ns/terminal.h).
+// output flowing (a write and a read through it work). Not the window size (ns/monitor/terminal.h).
 TEST_F(DefaultPolicy, TheCallersTerminalIsAsItWasAfterTheRun)
 {
     UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
 
 namespace cocoon::test {

@@ -1,8 +1,8 @@
-// Where cocoon finds the caller's cgroup v2 (ns/cgroup.cc), from the texts of
+// Where cocoon finds the caller's cgroup v2 (ns/monitor/cgroup.cc), from the texts of
 // /proc/self/mountinfo and /proc/self/cgroup: a hybrid host (this one), a
 // unified host, a container whose mount shows a subtree, no cgroup2 at all;
 // and which names the stale-cgroup sweep may remove.
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 
 #include <unistd.h>
 

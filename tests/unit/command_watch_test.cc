@@ -1,6 +1,6 @@
 // zombie_wait_status: the command's wait status from a zombie's /proc/PID/stat, whose comm field
 // (in parentheses) the command chose itself.
-#include "ns/command_watch.h"
+#include "ns/monitor/command_watch.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Unit tests of the monitor's side of --login-file (ns/login_file.cc) that
+// Unit tests of the monitor's side of --login-file (ns/monitor/login_file.cc) that
 // need no sandbox: a directory on the host stands in for DEST's tmpfs.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "ns/login_file.h"
+#include "ns/monitor/login_file.h"
 
 namespace cocoon::ns {
 namespace {

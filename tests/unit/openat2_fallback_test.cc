@@ -218,7 +218,7 @@ const std::vector<std::string> kPaths = {
     std::string(4096, 'x'),
 };
 
-// Every resolve set cocoon passes (mount/apply.cc, ns/login_file.cc), and the other scopes.
+// Every resolve set cocoon passes (mount/apply.cc, ns/monitor/login_file.cc), and the other scopes.
 const std::vector<unsigned long long> kResolves = {
     RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
     RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,

@@ -1,4 +1,4 @@
-#include "ns/command_watch.h"
+#include "ns/monitor/command_watch.h"
 
 #include <fcntl.h>
 #include <sys/syscall.h>

@@ -2,7 +2,7 @@
 // children file, and getrusage(RUSAGE_CHILDREN) once PID 1 is reaped. A
 // sample never throws: a process that exits while it is read is only missing
 // from that sample, and accounting must not end a run.
-#include "ns/usage.h"
+#include "ns/monitor/usage.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "base/sys.h"
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 #include "ns/channel.h"
 
 namespace cocoon::ns {
@@ -130,6 +130,34 @@ double UsageMeter::next_interval() const
     return std::clamp(due - elapsed, kShortest, kLongest);
 }
 
+// Memory: each address space's PSS (shared pages split among their users, so the sum counts
+// each page once), measured again for those measured longest ago while the tick's budget lasts,
+// at least one; the others count what they had, or their RSS until measured.
+uint64_t UsageMeter::measure_memory(std::vector<std::pair<pid_t, uint64_t>>& distinct,
+                                    const std::function<bool()>& over_budget)
+{
+    std::map<pid_t, Measured> measured;
+    for (const auto& [pid, rss] : distinct)
+        if (auto known = m_measured.find(pid); known != m_measured.end())
+            measured[pid] = known->second;
+    std::stable_sort(distinct.begin(), distinct.end(),
+                     [&](const auto& a, const auto& b) { return measured[a.first].tick < measured[b.first].tick; });
+    uint64_t memory = 0;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+        const auto [pid, rss] = distinct[i];
+        Measured& m = measured[pid];
+        if (i == 0 || !over_budget()) {
+            const std::string rollup =
+                read_small(AT_FDCWD, ("/proc/" + std::to_string(pid) + "/smaps_rollup").c_str(), 4096);
+            if (auto pss = kb_field(rollup, "Pss:"))
+                m = {*pss, m_tick};
+        }
+        memory += m.tick ? m.pss : rss;
+    }
+    m_measured = std::move(measured);
+    return memory;
+}
+
 void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
 {
     // Past this much CPU a tick measures no further PSS (a walk of every mapping of a
@@ -139,7 +167,7 @@ void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
     // Bounded: a sandbox that forks faster than this walks is sampled in part.
     constexpr size_t kMostProcesses = 100000;
     const double started = thread_cpu_seconds();
-    auto over_budget = [&] { return !whole && thread_cpu_seconds() - started > kTickBudget; };
+    const std::function<bool()> over_budget = [&] { return !whole && thread_cpu_seconds() - started > kTickBudget; };
     ++m_tick;
     // With a cgroup, its cgroup.procs files list every process (no thread is read); without,
     // the walk goes from PID 1 through each thread's children file.
@@ -190,28 +218,7 @@ void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
                 add_pids(read_small(::dirfd(threads), (std::string(tid->d_name) + "/children").c_str(), 1 << 20), todo);
         ::closedir(threads);
     }
-    // Memory: each address space's PSS (shared pages split among their users, so the sum
-    // counts each page once), measured again for those measured longest ago while the tick's
-    // budget lasts, at least one; the others count what they had, or their RSS until measured.
-    std::map<pid_t, Measured> measured;
-    for (const auto& [pid, rss] : distinct)
-        if (auto known = m_measured.find(pid); known != m_measured.end())
-            measured[pid] = known->second;
-    std::stable_sort(distinct.begin(), distinct.end(),
-                     [&](const auto& a, const auto& b) { return measured[a.first].tick < measured[b.first].tick; });
-    uint64_t memory = 0;
-    for (size_t i = 0; i < distinct.size(); ++i) {
-        const auto [pid, rss] = distinct[i];
-        Measured& m = measured[pid];
-        if (i == 0 || !over_budget()) {
-            const std::string rollup =
-                read_small(AT_FDCWD, ("/proc/" + std::to_string(pid) + "/smaps_rollup").c_str(), 4096);
-            if (auto pss = kb_field(rollup, "Pss:"))
-                m = {*pss, m_tick};
-        }
-        memory += m.tick ? m.pss : rss;
-    }
-    m_measured = std::move(measured);
+    const uint64_t memory = measure_memory(distinct, over_budget);
     m_memory_peak = std::max(m_memory_peak, memory);
     m_tasks_peak = std::max(m_tasks_peak, tasks);
     const uint64_t tick_us = 1000000 / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));

@@ -3,7 +3,7 @@
 // reads from the sandbox is untrusted and reached only through the directory
 // fd the first process sent, never by a path. seed_login_file runs in the
 // sandbox's first process (ARCHITECTURE.md, "Login files", has the design).
-#include "ns/login_file.h"
+#include "ns/monitor/login_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -89,7 +89,7 @@ public:
     // leaf before it runs the command: move_into_command_cgroup.
     int command_procs_fd() const { return m_command_procs.get(); }
     const std::string& path() const { return m_path; }
-    // Whether an agent may move PID 1 out of the sandbox's cgroup (ns/command_watch.h): there is
+    // Whether an agent may move PID 1 out of the sandbox's cgroup (ns/monitor/command_watch.h): there is
     // one, and cgroup2 is not known to be mounted with nsdelegate (a --cgroup-parent's mount is
     // not looked up: it is watched).
     bool pid1_movable() const { return m_dir.valid() && !m_nsdelegate; }

@@ -1,6 +1,6 @@
 // The sandbox's cgroup: made before the clone, emptied and removed after PID 1
 // is reaped. Every file is reached through the directory fds held here.
-#include "ns/cgroup.h"
+#include "ns/monitor/cgroup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "base/sys_error.h"
-#include "ns/usage.h"
+#include "ns/monitor/usage.h"
 
 namespace cocoon::ns {
 namespace {

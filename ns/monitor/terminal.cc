@@ -1,4 +1,4 @@
-#include "ns/terminal.h"
+#include "ns/monitor/terminal.h"
 
 #include <fcntl.h>
 #include <signal.h>

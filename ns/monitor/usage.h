@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -84,6 +85,9 @@ private:
     uint64_t m_tick = 0;
 
     void sample_tmpfs();
+    // The sample's memory over `distinct` (a process per address space, and its RSS).
+    uint64_t measure_memory(std::vector<std::pair<pid_t, uint64_t>>& distinct,
+                            const std::function<bool()>& over_budget);
 };
 
 }  // namespace cocoon::ns

@@ -1,0 +1,250 @@
+// The monitor: its event sources (ns/monitor/event_loop.h) in one loop until PID 1 exits, then
+// the end in order and the reports (--info-fd, --json-status-fd). Runs in cocoon's own
+// process, outside the sandbox, with the caller's privilege; what reads the sandbox's bytes is
+// the relay worker's (relay/worker.h).
+#include "ns/monitor/monitor.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "base/sys_error.h"
+#include "ns/channel.h"
+#include "ns/monitor/command_watch.h"
+#include "ns/monitor/event_loop.h"
+#include "ns/monitor/stop.h"
+#include "relay/worker.h"
+#include "reaper/reaper.h"
+#include "reaper/status.h"
+
+namespace cocoon::ns {
+namespace {
+
+void write_all(int fd, const std::string& text)
+{
+    size_t done = 0;
+    while (done < text.size()) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;  // a closed report fd must not stop the sandbox
+        done += static_cast<size_t>(n);
+    }
+}
+
+// bwrap's report: the sandbox's first pid and the inodes of its new namespaces.
+std::string namespace_report(pid_t pid, const NamespacesMsg& ns, bool pretty)
+{
+    std::string out = pretty ? "{\n    \"child-pid\": " : "{ \"child-pid\": ";
+    out += std::to_string(pid);
+    for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
+        if (!ns.inodes[i])
+            continue;
+        out += pretty ? ",\n    \"" : ", \"";
+        out += std::string(kReportedNamespaces[i].name) + "-namespace\": " + std::to_string(ns.inodes[i]);
+    }
+    out += pretty ? "\n}\n" : " }\n";
+    return out;
+}
+
+// What the setup channel told, and what serves the sandbox meanwhile.
+struct SetupState {
+    std::optional<ErrorMsg> error;
+    std::optional<int> command_status;
+    std::optional<relay::Worker> worker;
+    bool worker_gone = false;
+    size_t listeners_received = 0;
+    CommandWatch command;
+};
+
+// --relay and --egress: the confined worker that reads what the sandbox sends (relay/worker.h);
+// the monitor connects its --relay clients to the pinned host sockets.
+void start_worker(const LaunchPlan& plan, MonitorFds& reports, std::optional<relay::Worker>& worker)
+{
+    const ProcessOptions& process = plan.process;
+    if (process.relays.empty() && !process.egress)
+        return;
+    relay::WorkerOptions options;
+    rlimit fds{};
+    if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY)
+        options.relay.max_connections = relay::Relay::connections_within(fds.rlim_cur, 16, options.relay);
+    options.log_prefix = plan.log_prefix;
+    for (const auto& socket : reports.relay_sockets)
+        options.relay_names.push_back(socket->path());
+    // --egress: the proxy's handshakes; the relay engine moves the bytes after.
+    if (process.egress) {
+        options.egress.emplace();
+        for (const std::string& pattern : process.egress->allow)
+            options.egress->allow.push_back(relay::parse_allow_rule(pattern));
+        options.egress->log = std::move(reports.egress_log);
+    }
+    worker.emplace(std::move(options), reports.relay_sockets);
+}
+
+// The setup channel's messages: set-up's error, the command's status, the namespaces to
+// report, listeners for the relay worker, PID 2's pidfd, tmpfs fds for the report, login-file
+// directories.
+void take_message(Message& msg, Supervised& s, SetupState& state)
+{
+    const ProcessOptions& process = s.plan.process;
+    if (auto* err = std::get_if<ErrorMsg>(&msg)) {
+        if (!state.error)
+            state.error = std::move(*err);
+    } else if (auto* status = std::get_if<StatusMsg>(&msg)) {
+        state.command_status = status->wait_status;
+    } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
+        if (s.reports.info)
+            write_all(s.reports.info.get(), namespace_report(s.pid, *ns, true));
+        if (s.reports.json_status)
+            write_all(s.reports.json_status.get(), namespace_report(s.pid, *ns, false));
+    } else if (std::holds_alternative<ListenersMsg>(msg) && state.worker &&
+               state.listeners_received <= process.relays.size()) {
+        // One message per --relay, in command-line order, as the pinned sockets are; then the
+        // --egress listeners.
+        const auto index = static_cast<uint32_t>(state.listeners_received++);
+        for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
+            state.worker->add_listener(std::move(fd), index == process.relays.size(), index);
+    } else if (auto* own = std::get_if<PidfdMsg>(&msg); own && !own->first_process && state.command.pidfd() < 0) {
+        state.command.watch(std::move(own->fd));  // PID 2's own (ns/monitor/command_watch.h)
+    } else if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
+        if (s.usage)
+            s.usage->add_tmpfs(std::move(tmpfs->fds));
+    } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
+        s.logins.add_sandbox_dir(dir->index, std::move(dir->fd));
+        // The sandbox holds the command until DEST is watched (launch.cc).
+        if (::send(s.sock.get(), "W", 1, MSG_NOSIGNAL) != 1)
+            throw SysError(errno, "--login-file: can't tell the sandbox DEST is watched");
+    }
+}
+
+// The exit line of --json-status-fd, and cocoon's exit code.
+int report_exit(Supervised& s, const SetupState& state, const siginfo_t& info)
+{
+    const int status = state.command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
+                                                                                : info.si_status & 0x7f);
+    const reaper::ExitStatus exit = reaper::exit_status(status);
+    if (s.reports.json_status) {
+        std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
+        if (exit.signal)
+            line += ", \"exit-signal\": " + std::to_string(exit.signal);
+        Usage used = s.usage->finish();
+        s.cgroup.account(used);
+        line += UsageMeter::json_members(used);
+        write_all(s.reports.json_status.get(), line + " }\n");
+    }
+    return exit.code;
+}
+
+// After PID 1: the end in order, then the report.
+int finish(Supervised& s, SetupState& state)
+{
+    siginfo_t info{};
+    while (::waitid(P_PIDFD, static_cast<id_t>(s.pidfd), &info, WEXITED) < 0)
+        if (errno != EINTR)
+            throw SysError(errno, "waitid");
+    // Whatever a sandbox without a PID namespace left in its cgroup goes now.
+    s.cgroup.empty_out();
+    // The sandbox's processes are gone: the caller's terminal as it was.
+    if (std::string failed = s.terminals.restore(); !failed.empty())
+        write_all(STDERR_FILENO, s.plan.log_prefix + "cocoon: " + failed + "\n");
+    while (auto msg = receive_queued_message(s.sock.get()))
+        take_message(*msg, s, state);
+    // Every relayed connection ends with the sandbox; the egress log gets each connection's
+    // line, then the summary.
+    if (state.worker)
+        state.worker->stop(s.plan.log_prefix);
+    if (state.error)
+        rethrow(*state.error);
+    // --login-file: the last changes, saved before cocoon reports the exit.
+    s.logins.finish();
+    return report_exit(s, state, info);
+}
+
+}  // namespace
+
+int monitor(Supervised s)
+{
+    const LaunchPlan& plan = s.plan;
+    SetupState state;
+    start_worker(plan, s.reports, state.worker);
+    // The resource report samples the sandbox's memory and tasks: every 100 ms (often enough to
+    // see a peak that lasts half a second), or less often where a sample costs more
+    // (UsageMeter::next_interval).
+    UniqueFd sampler;
+    if (s.reports.json_status) {
+        sampler = make_timer();
+        s.usage->sample(s.pid, s.cgroup.fd());
+        arm(sampler.get(), s.usage->next_interval());
+    }
+    StopPath stop(plan, s.pidfd, std::move(s.parent), [&] {
+        if (sampler)
+            s.usage->sample(s.pid, s.cgroup.fd(), true);
+    });
+    bool setup_open = true, grace = false, pid1_exited = false;
+    // The stop path first: nothing waits behind it in a round.
+    std::vector<EventSource> sources = stop.sources();
+    const std::vector<EventSource> others = {
+        {"PID 1's exit", [&] { return s.pidfd; }, [&](short) { pid1_exited = true; }},
+        {"setup channel", [&] { return setup_open ? s.sock.get() : -1; },
+         [&](short revents) {
+             if (revents & POLLIN) {
+                 if (auto msg = receive_queued_message(s.sock.get()))
+                     return take_message(*msg, s, state);
+             }
+             if (revents & (POLLHUP | POLLERR | POLLNVAL))
+                 setup_open = false;  // EOF: no setup process holds the channel now
+         }},
+        {"the command's exit", [&] { return state.command.pidfd(); },
+         [&](short) {
+             state.command.on_exit();
+             grace = true;
+         }},
+        {"the command's grace period", [&] { return grace ? state.command.timer_fd() : -1; },
+         [&](short) {
+             grace = false;
+             if (auto status = state.command.on_timer()) {
+                 // The command ended and PID 1 did not reap it: stopped by the agent. The
+                 // sandbox ends with the command, with the command's status.
+                 if (!state.command_status)
+                     state.command_status = *status;
+                 write_all(STDERR_FILENO, plan.log_prefix +
+                                              "cocoon: the command exited but the sandbox's PID 1 did not end; "
+                                              "ending the sandbox (was PID 1 frozen?)\n");
+                 send_signal(s.pidfd, SIGKILL);
+             }
+         }},
+        {"relay worker", [&] { return state.worker && !state.worker_gone ? state.worker->fd() : -1; },
+         [&](short) {
+             if (!state.worker->serve())
+                 state.worker_gone = true;  // it ended: stop() says how
+         }},
+        {"usage sampler", [&] { return sampler.get(); },
+         [&](short) {
+             uint64_t ticks;
+             if (::read(sampler.get(), &ticks, sizeof ticks) == sizeof ticks) {
+                 s.usage->sample(s.pid, s.cgroup.fd());
+                 arm(sampler.get(), s.usage->next_interval());  // its cost sets the next one's time
+             }
+         }},
+        // --login-file: changes to DEST (and to SRC), then the quiet period.
+        {"login sync", [&] { return s.logins.inotify_fd(); }, [&](short) { s.logins.on_events(); }},
+        {"login sync timer", [&] { return s.logins.timer_fd(); }, [&](short) { s.logins.on_timer(); }},
+    };
+    sources.insert(sources.end(), others.begin(), others.end());
+    run_events(sources, [&] { return pid1_exited; });
+    return finish(s, state);
+}
+
+}  // namespace cocoon::ns

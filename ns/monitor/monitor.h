@@ -1,0 +1,43 @@
+// The monitor's side of a running sandbox: one poll loop until PID 1 is gone.
+// Runs in cocoon's own process, outside the sandbox, with the caller's privilege.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <optional>
+
+#include "base/unique_fd.h"
+#include "ns/launch.h"
+#include "ns/monitor/cgroup.h"
+#include "ns/monitor/login_file.h"
+#include "ns/monitor/stop.h"
+#include "ns/monitor/terminal.h"
+#include "ns/monitor/usage.h"
+
+namespace cocoon::ns {
+
+// What the monitor serves: the sandbox whose first process is `pid`.
+struct Supervised {
+    const LaunchPlan& plan;
+    pid_t pid;
+    int pidfd;  // PID 1's, borrowed
+    UniqueFd sock;  // the setup channel
+    UniqueFd parent;  // a pidfd of cocoon's parent with --die-with-parent, else invalid
+    MonitorFds reports;  // where --info-fd and --json-status-fd write, the --relay sockets
+    // Started before the sandbox existed, with --json-status-fd only (else empty); sampled
+    // every 100 ms or less often, its figures end the exit line.
+    std::optional<UsageMeter>& usage;
+    SandboxCgroup& cgroup;  // maybe none: emptied once PID 1 is reaped, its figures replace the samples
+    LoginFiles logins;  // syncs the --login-file copies
+    Terminals& terminals;  // put back once the sandbox has ended
+};
+
+// Serves the sandbox until PID 1 exits; returns cocoon's exit code. Throws with the sandbox's
+// message when set-up failed. The event sources, first to last: the stop path
+// (ns/monitor/stop.h), PID 1's exit, the setup channel, the command's exit and grace period
+// (ns/monitor/command_watch.h), the relay worker (relay/worker.h), the usage sampler
+// (ns/monitor/usage.h), login sync (ns/monitor/login_file.h).
+int monitor(Supervised supervised);
+
+}  // namespace cocoon::ns
