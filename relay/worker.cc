@@ -399,9 +399,14 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
             (void)options.egress->log.release();
         // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE.
         ::signal(SIGPIPE, SIG_IGN);
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        // A terminal's ^C or a SIGTERM to cocoon's process group is the monitor's to act on (it
+        // forwards, or ends, and then stops the worker, which writes the egress summary): the
+        // worker blocks them; the monitor's death is its SIGKILL (PR_SET_PDEATHSIG).
+        sigset_t stops;
+        sigemptyset(&stops);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+            sigaddset(&stops, sig);
+        ::sigprocmask(SIG_BLOCK, &stops, nullptr);
         worker_main(monitor, std::move(options));
     }
     m_pid = child.pid;
