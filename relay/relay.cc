@@ -317,8 +317,6 @@ void Relay::on_listener(uint32_t index)
     if (index >= m_listeners.size())
         return;
     Listener& listener = *m_listeners[index];
-    // A batch is accepted, then connected at once: a target in another process (relay/worker.h)
-    // gets every request before it answers the first.
     std::vector<UniqueFd> clients, sockets;
     for (int i = 0; i < kAcceptBatch; ++i) {
         if (in_use() + clients.size() >= m_options.max_connections)
@@ -346,13 +344,14 @@ void Relay::on_listener(uint32_t index)
         clients.emplace_back(fd);
         sockets.push_back(std::exchange(m_spare_unix, UniqueFd()));
     }
-    if (clients.empty())
-        return;
-    // Clients that wait keep their order: new ones queue behind them.
-    const std::vector<int> errs =
-        m_waiting.empty() ? listener.target->connect_all(sockets) : std::vector<int>(clients.size(), EAGAIN);
-    for (size_t i = 0; i < clients.size(); ++i)
-        open_connection(index, std::move(clients[i]), std::move(sockets[i]), errs[i]);
+    for (size_t i = 0; i < clients.size(); ++i) {
+        // Clients that wait keep their order: new ones queue behind them.
+        const int err = m_waiting.empty() && !m_probing ? listener.target->connect(sockets[i]) : EAGAIN;
+        if (err == EINPROGRESS)
+            m_pending.push_back({index, std::move(clients[i]), false, {}});
+        else
+            open_connection(index, std::move(clients[i]), std::move(sockets[i]), err);
+    }
 }
 
 bool Relay::make_spare_unix(Listener& listener)
@@ -374,8 +373,9 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
     // connected in the monitor's mount namespace: the sandbox neither names it nor sees it, and
     // nothing it puts at that path later is reached (relay/host_socket.h).
     // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
-    // EAGAIN, never EINPROGRESS. EAGAIN is tried again later (retry_waiting) while the client
-    // waits; any other failure closes this client only, and the next one tries again.
+    // EAGAIN, never EINPROGRESS (that is a target in another process: see connected()). EAGAIN is
+    // tried again later (retry_waiting) while the client waits; any other failure closes this
+    // client only, and the next one tries again.
     if (err) {
         if (err == EAGAIN) {
             const Clock::time_point now = Clock::now();
@@ -390,8 +390,7 @@ void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix
                 sync_listeners(now);
             return;
         }
-        reset_tcp(tcp);
-        report(listener, error_text("connect", err));
+        give_up(listener, tcp, err);
         return;
     }
     // The relay forwards what arrived at once; Nagle would only delay the writer's own batching.
@@ -599,23 +598,27 @@ void Relay::on_timer()
 // Tries the waiting clients in order while the host socket takes them. The first refused again
 // with EAGAIN ends the round (the backlog is full: the rest would be refused too) and the next
 // round waits twice as long; one that connects resets the wait. A client past its
-// connect_retry_total, or refused otherwise, is closed with an RST and reported.
+// connect_retry_total, or refused otherwise, is closed with an RST and reported. A target in
+// another process answers later: its answer (connected()) goes on with the round.
 void Relay::retry_waiting(Clock::time_point now)
 {
     if (m_waiting.empty())
         return;
-    if (now >= m_next_retry) {
+    if (now >= m_next_retry && !m_probing) {
         while (!m_waiting.empty()) {
             Waiting& w = m_waiting.front();
             Listener& listener = *m_listeners[w.listener];
             const int err = listener.target->connect(w.unix_socket);
-            if (err == 0) {
-                int one = 1;
-                ::setsockopt(w.tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                auto connection = std::make_unique<Connection>(std::move(w.tcp), std::move(w.unix_socket), w.listener);
+            if (err == EINPROGRESS) {
+                m_pending.push_back({w.listener, std::move(w.tcp), true, w.give_up});
                 m_waiting.pop_front();
-                if (!install(std::move(connection), {}))
-                    report(listener, error_text("epoll_ctl(ADD)", errno));
+                m_probing = true;
+                break;
+            }
+            if (err == 0) {
+                Waiting connected = std::move(w);
+                m_waiting.pop_front();
+                open_connection(connected.listener, std::move(connected.tcp), std::move(connected.unix_socket), 0);
                 m_retry_delay = m_options.connect_retry_first;
                 continue;
             }
@@ -623,11 +626,7 @@ void Relay::retry_waiting(Clock::time_point now)
                 m_retry_delay = std::min(m_retry_delay * 2, m_options.connect_retry_max);
                 break;
             }
-            reset_tcp(w.tcp);
-            report(listener, error_text("connect", err) +
-                                 (err == EAGAIN ? " (the proxy's backlog stayed full for " +
-                                                      std::to_string(m_options.connect_retry_total.count()) + " ms)"
-                                                : ""));
+            give_up(listener, w.tcp, err);
             m_waiting.pop_front();
         }
         m_next_retry = now + m_retry_delay;
@@ -638,14 +637,56 @@ void Relay::retry_waiting(Clock::time_point now)
             ++it;
             continue;
         }
-        reset_tcp(it->tcp);
-        report(*m_listeners[it->listener], "connect: " + std::string(std::strerror(EAGAIN)) +
-                                               " (the proxy's backlog stayed full for " +
-                                               std::to_string(m_options.connect_retry_total.count()) + " ms)");
+        give_up(*m_listeners[it->listener], it->tcp, EAGAIN);
         it = m_waiting.erase(it);
     }
     if (!m_waiting.empty())
         arm_timer(m_next_retry);
+}
+
+void Relay::connected(UniqueFd socket, int err)
+{
+    if (m_pending.empty())
+        return;
+    Pending pending = std::move(m_pending.front());
+    m_pending.pop_front();
+    if (!pending.retry) {
+        open_connection(pending.listener, std::move(pending.tcp), std::move(socket), err);
+        sync_listeners(Clock::now());
+        return;
+    }
+    // The head of the queue, tried again: refused again, it stays the head and the next try
+    // waits longer; connected, the next waiting client is tried at once.
+    m_probing = false;
+    Listener& listener = *m_listeners[pending.listener];
+    const Clock::time_point now = Clock::now();
+    if (err == EAGAIN && now < pending.give_up) {
+        m_waiting.push_front({pending.listener, std::move(pending.tcp), {}, pending.give_up});
+        m_retry_delay = std::min(m_retry_delay * 2, m_options.connect_retry_max);
+        m_next_retry = now + m_retry_delay;
+        arm_timer(m_next_retry);
+        return;
+    }
+    if (err == 0) {
+        open_connection(pending.listener, std::move(pending.tcp), std::move(socket), 0);
+        m_retry_delay = m_options.connect_retry_first;
+        m_next_retry = now;
+    } else {
+        give_up(listener, pending.tcp, err);
+    }
+    retry_waiting(now);
+    sync_listeners(now);
+}
+
+// Closes a client whose connection failed (EAGAIN: past connect_retry_total) with an RST, and
+// reports it.
+void Relay::give_up(Listener& listener, UniqueFd& tcp, int err)
+{
+    reset_tcp(tcp);
+    report(listener, error_text("connect", err) +
+                         (err == EAGAIN ? " (the proxy's backlog stayed full for " +
+                                              std::to_string(m_options.connect_retry_total.count()) + " ms)"
+                                        : ""));
 }
 
 void Relay::report(Listener& listener, const std::string& message)
@@ -711,6 +752,8 @@ void Relay::close_all()
         if (listener->suppressed > 0)
             flush(*listener, Clock::now());
     m_waiting.clear();
+    m_pending.clear();
+    m_probing = false;
     m_listeners.clear();
     for (uint32_t i = 0; i < m_slots.size(); ++i) {
         if (m_slots[i].connection) {

@@ -73,24 +73,16 @@ struct RelayOptions {
 
 // Where a listener's clients go: the host Unix socket of a --relay. HostSocket connects to it
 // itself (the relay runs with the right to); a confined relay asks the process that has the
-// right (relay/worker.h).
+// right (relay/worker.h), and gets the answer later.
 class Target {
 public:
     virtual ~Target() = default;
     // Makes `socket` a non-blocking Unix stream socket connected to the target (socket: an
     // unconnected one of the relay's to use, or none). 0, or the errno: EAGAIN when the target's
-    // backlog is full (the relay tries again later), any other closes this client only.
+    // backlog is full (the relay tries again later), EINPROGRESS when a target in another process
+    // has sent the request (its answer comes, in the order of the requests, to
+    // Relay::connected), any other closes this client only.
     virtual int connect(UniqueFd& socket) const = 0;
-    // connect() for each of `sockets`, the errno of each in order; a target in another process
-    // sends every request before it reads an answer.
-    virtual std::vector<int> connect_all(std::vector<UniqueFd>& sockets) const
-    {
-        std::vector<int> errs;
-        errs.reserve(sockets.size());
-        for (UniqueFd& socket : sockets)
-            errs.push_back(connect(socket));
-        return errs;
-    }
     // Whether connect() takes a socket the relay made (made before accept4, so a relay out of fds
     // leaves its clients in the backlog).
     virtual bool takes_socket() const { return true; }
@@ -153,13 +145,19 @@ public:
     // -1: waits until something happens). Errors of one connection close that connection only.
     void run_once(int timeout_ms);
 
+    // The answer to the oldest request a Target's connect() sent (EINPROGRESS): the connected
+    // socket, or the errno, taken as connect()'s would be. An answer to no request is closed.
+    void connected(UniqueFd socket, int err);
+
     // Closes every listener and every connection, frees the spare buffers. The destructor calls it.
     void close_all();
 
     // Open relayed connections. Safe to read from any thread.
     size_t connection_count() const { return m_connection_count.load(std::memory_order_relaxed); }
     // Clients waiting for the host socket's backlog to take their connection (EAGAIN).
-    size_t waiting_count() const { return m_waiting.size(); }
+    size_t waiting_count() const { return m_waiting.size() + (m_probing ? 1 : 0); }
+    // Clients whose connection another process is making (EINPROGRESS), retried ones included.
+    size_t pending_count() const { return m_pending.size(); }
     // Empty buffers kept for reuse, at most kMaxSpareBytes of them.
     size_t spare_buffer_count() const;
     // Empty pipes kept for reuse (two fds each), at most kMaxSparePipes.
@@ -192,7 +190,8 @@ private:
     // err: what connecting unix_socket to the listener's target gave (EAGAIN: it waits).
     void open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket, int err);
     void retry_waiting(Clock::time_point now);
-    size_t in_use() const { return connection_count() + m_waiting.size() + m_reserved; }
+    void give_up(Listener& listener, UniqueFd& tcp, int err);
+    size_t in_use() const { return connection_count() + m_waiting.size() + m_pending.size() + m_reserved; }
     bool install(std::unique_ptr<Connection> connection, CloseHook on_close);
     Slot* live_slot(uint64_t token);
     void on_connection(uint64_t token, uint32_t events);
@@ -227,6 +226,16 @@ private:
         Clock::time_point give_up;
     };
     std::deque<Waiting> m_waiting;
+    // Accepted clients whose connection another process is making, in the order of the requests;
+    // `retry`: the head of m_waiting, tried again (while it is out, no other waiting one is).
+    struct Pending {
+        uint32_t listener;
+        UniqueFd tcp;
+        bool retry;
+        Clock::time_point give_up;
+    };
+    std::deque<Pending> m_pending;
+    bool m_probing = false;
     Clock::time_point m_next_retry{};
     std::chrono::milliseconds m_retry_delay{};
     std::atomic<size_t> m_connection_count{0};

@@ -104,59 +104,82 @@ template <typename T> int receive_msg(int sock, T& msg, UniqueFd& fd, int flags 
     return 0;
 }
 
+// The worker's end of the connect socket (kConnectFd, non-blocking): a request per client goes
+// out and the relay goes on; the answers, in the same order, go to Relay::connected as they come.
+// At most kMaxInFlight requests are unanswered, so the monitor's answers always fit the socket's
+// queue; a client past that waits as for a full backlog (EAGAIN).
+class Broker {
+public:
+    static constexpr unsigned kMaxInFlight = 64;
+    explicit Broker(size_t buffer_size) : m_buffer_size(buffer_size) {}
+
+    int request(uint32_t target)
+    {
+        if (m_broken)
+            return EPIPE;
+        if (m_in_flight >= kMaxInFlight)
+            return EAGAIN;
+        if (!send_msg(kConnectFd, ConnectMsg{target}))
+            return errno == EAGAIN ? EAGAIN : EPIPE;
+        ++m_in_flight;
+        return EINPROGRESS;
+    }
+
+    // Every answer that has come. False once the monitor's end is gone or broken (the order is
+    // lost: every request out fails, and no more are sent).
+    bool take_answers(Relay& relay)
+    {
+        for (;;) {
+            ConnectedMsg answer;
+            UniqueFd socket;
+            int err = receive_msg(kConnectFd, answer, socket, MSG_DONTWAIT);
+            if (err == EAGAIN || err == EWOULDBLOCK)
+                return true;
+            if (err != 0 || m_in_flight == 0) {
+                m_broken = true;
+                ::shutdown(kConnectFd, SHUT_RDWR);
+                for (; m_in_flight > 0; --m_in_flight)
+                    relay.connected({}, EPIPE);
+                return false;
+            }
+            --m_in_flight;
+            err = answer.err != 0 ? answer.err : socket ? 0 : EPROTO;
+            if (err != 0) {
+                socket.reset();
+            } else {
+                const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
+                ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+            }
+            relay.connected(std::move(socket), err);
+        }
+    }
+
+private:
+    size_t m_buffer_size;
+    unsigned m_in_flight = 0;
+    bool m_broken = false;
+};
+
 // --relay's target as the confined worker reaches it: the monitor connects a socket of its own
 // making to the pinned host socket and hands it over.
 class BrokeredTarget : public Target {
 public:
-    BrokeredTarget(uint32_t index, std::string path, size_t buffer_size)
-        : m_index(index), m_path(std::move(path)), m_buffer_size(buffer_size)
+    BrokeredTarget(uint32_t index, std::string path, Broker& broker)
+        : m_index(index), m_path(std::move(path)), m_broker(broker)
     {
     }
     bool takes_socket() const override { return false; }
     const std::string& path() const override { return m_path; }
     int connect(UniqueFd& socket) const override
     {
-        std::vector<UniqueFd> one(1);
-        const int err = connect_all(one).front();
-        socket = std::move(one.front());
-        return err;
-    }
-    // Every request first, then the answers, which come in the same order.
-    std::vector<int> connect_all(std::vector<UniqueFd>& sockets) const override
-    {
-        size_t sent = 0;
-        for (UniqueFd& socket : sockets) {
-            socket.reset();
-            if (!send_msg(kConnectFd, ConnectMsg{m_index}))
-                break;
-            ++sent;
-        }
-        std::vector<int> errs(sockets.size(), EPIPE);
-        for (size_t i = 0; i < sent; ++i) {
-            ConnectedMsg answer;
-            if (int err = receive_msg(kConnectFd, answer, sockets[i])) {
-                sockets[i].reset();
-                errs[i] = err;
-                // The order is lost: the worker stops asking (a monitor that sends bad answers
-                // is gone or broken); its clients are closed.
-                ::shutdown(kConnectFd, SHUT_WR);
-                break;
-            }
-            errs[i] = answer.err != 0 ? answer.err : sockets[i] ? 0 : EPROTO;
-            if (errs[i] != 0) {
-                sockets[i].reset();
-                continue;
-            }
-            const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
-            ::setsockopt(sockets[i].get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-        }
-        return errs;
+        socket.reset();
+        return m_broker.request(m_index);
     }
 
 private:
     uint32_t m_index;
     std::string m_path;
-    size_t m_buffer_size;
+    Broker& m_broker;
 };
 
 [[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
@@ -302,22 +325,29 @@ void load_allowlist(const std::string& prefix)
                 (void)!::write(STDERR_FILENO, text.data(), text.size());
             };
         Relay relay(options.relay);
+        Broker broker(options.relay.buffer_size);
         std::vector<std::shared_ptr<const Target>> targets;
         for (size_t i = 0; i < options.relay_names.size(); ++i)
-            targets.push_back(std::make_shared<BrokeredTarget>(static_cast<uint32_t>(i), options.relay_names[i],
-                                                               options.relay.buffer_size));
+            targets.push_back(
+                std::make_shared<BrokeredTarget>(static_cast<uint32_t>(i), options.relay_names[i], broker));
         std::optional<Egress> egress;
         if (options.egress)
             egress.emplace(std::move(*options.egress), relay);
+        if (::fcntl(kConnectFd, F_SETFL, O_NONBLOCK) < 0)
+            fail(prefix, "fcntl(O_NONBLOCK)", errno);
         load_allowlist(prefix);
-        pollfd fds[3] = {
-            {kControlFd, POLLIN, 0}, {relay.epoll_fd(), POLLIN, 0}, {egress ? egress->epoll_fd() : -1, POLLIN, 0}};
+        pollfd fds[4] = {{kControlFd, POLLIN, 0},
+                         {relay.epoll_fd(), POLLIN, 0},
+                         {egress ? egress->epoll_fd() : -1, POLLIN, 0},
+                         {kConnectFd, POLLIN, 0}};
         for (;;) {
-            if (::poll(fds, 3, -1) < 0) {
+            if (::poll(fds, 4, -1) < 0) {
                 if (errno == EINTR)
                     continue;
                 fail(prefix, "poll", errno);
             }
+            if (fds[3].revents && !broker.take_answers(relay))
+                fds[3].fd = -1;
             if (fds[1].revents)
                 relay.run_once(0);
             if (fds[2].revents)
@@ -427,7 +457,8 @@ Worker::~Worker()
 
 bool Worker::serve()
 {
-    // Bounded: a worker that asks faster than this is answered on the next round.
+    // Bounded: a worker that asks faster than this is answered on the next round. A worker keeps
+    // at most Broker::kMaxInFlight (64) requests unanswered, so its queue always takes the answers.
     for (int i = 0; i < 64; ++i) {
         ConnectMsg msg;
         UniqueFd stray;  // the worker sends no fd: one that came is closed
@@ -442,8 +473,7 @@ bool Worker::serve()
             answer.err = EINVAL;
         else
             answer.err = m_targets[msg.target]->connect(socket);
-        // The worker has at most one batch (64) of requests out, so its queue always takes the
-        // answers: one that does not is broken, and is no longer answered.
+        // A worker whose queue does not take an answer is broken, and is no longer answered.
         if (!send_msg(m_connect.get(), answer, answer.err == 0 ? socket.get() : -1))
             return false;
     }

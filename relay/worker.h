@@ -12,6 +12,9 @@
 //   monitor -> worker (connect):  Connected {errno} + a Unix socket the monitor made and
 //                                 connected to that --relay's pinned host socket, when errno is 0
 //
+// The worker does not wait for an answer: answers come in request order and complete the clients
+// (Relay::connected); at most 64 requests are unanswered at once, so the answers always fit.
+//
 // No byte of the sandbox's reaches the monitor: a request is an index the monitor checks
 // against the --relay count, and the monitor makes the socket itself (a socket of the worker's
 // could be made blocking and hang the monitor's connect). ARCHITECTURE.md draws both processes.

@@ -332,10 +332,13 @@ private:
 // Calls run_once in a loop on its own thread, as the monitor's loop would.
 class RelayRunner {
 public:
-    explicit RelayRunner(relay::Relay& relay)
-        : m_thread([this, &relay](std::stop_token stop) {
+    // `after`, if given, runs on the relay's thread after each turn (Relay is not thread-safe).
+    explicit RelayRunner(relay::Relay& relay, std::function<void()> after = {})
+        : m_thread([this, &relay, after = std::move(after)](std::stop_token stop) {
               while (!stop.stop_requested()) {
                   relay.run_once(10);
+                  if (after)
+                      after();
                   timespec cpu{};
                   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
                   m_cpu_ns.store(cpu.tv_sec * 1000000000LL + cpu.tv_nsec);

@@ -591,6 +591,149 @@ TEST_F(RelayTest, AClientWaitingTooLongIsReset)
     EXPECT_EQ(std::string(buf, 4), "ping");
 }
 
+namespace {
+
+// A target in another process, as the relay worker's (relay/worker.cc): connect() only asks; the
+// answers come later, through Relay::connected on the relay's thread, each connected to the pinned
+// socket, as many as the test allows (the next `refuse` of them refused instead).
+class DeferredTarget : public relay::Target {
+public:
+    explicit DeferredTarget(std::shared_ptr<const relay::HostSocket> host) : m_host(std::move(host)) {}
+    int connect(UniqueFd& socket) const override
+    {
+        socket.reset();
+        ++m_asked;
+        return EINPROGRESS;
+    }
+    bool takes_socket() const override { return false; }
+    const std::string& path() const override { return m_host->path(); }
+
+    void allow(int n) { m_allowed += n; }
+    void refuse(int n) { m_refuse += n; }
+    int asked() const { return m_asked; }
+    // Called after each turn of the relay.
+    void answer(relay::Relay& relay)
+    {
+        for (; m_answered < std::min(m_asked.load(), m_allowed.load()); ++m_answered) {
+            UniqueFd socket;
+            int err = ECONNREFUSED;
+            if (m_refuse > 0)
+                --m_refuse;
+            else
+                err = m_host->connect(socket);
+            relay.connected(std::move(socket), err);
+        }
+    }
+
+private:
+    std::shared_ptr<const relay::HostSocket> m_host;
+    mutable std::atomic<int> m_asked{0};
+    std::atomic<int> m_allowed{0}, m_refuse{0};
+    int m_answered = 0;
+};
+
+// `message` from the client reaches the server, and back.
+bool carries(int client, int server, const std::string& message)
+{
+    std::string got(message.size(), '\0');
+    if (!send_all(client, message.data(), message.size()) || recv_exact(server, got.data(), got.size()) != got.size() ||
+        got != message)
+        return false;
+    return send_all(server, message.data(), message.size()) &&
+           recv_exact(client, got.data(), got.size()) == got.size() && got == message;
+}
+
+}  // namespace
+
+// A client waits, in the kernel's queues, until its target answers; then it is relayed.
+TEST_F(RelayTest, AnAsynchronousTargetRelaysOnceItAnswers)
+{
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
+    relay::Relay relay;
+    auto target = std::make_shared<DeferredTarget>(pin(socket_path()));
+    UniqueFd listener = listen_on(loopback());
+    const Address addr = address_of(listener.get());
+    relay.add_listener(std::move(listener), target);
+    RelayRunner runner(relay, [&] { target->answer(relay); });
+
+    UniqueFd client = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.pending_count() == 1; }));
+    ASSERT_TRUE(send_all(client.get(), "ping", 4));
+    EXPECT_FALSE(accept_one(proxy.get(), 200ms)) << "the proxy was reached before the answer";
+    EXPECT_EQ(relay.connection_count(), 0u);
+    target->allow(1);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    char buf[4];
+    ASSERT_EQ(recv_exact(server.get(), buf, 4), 4u);
+    EXPECT_EQ(std::string(buf, 4), "ping");
+    EXPECT_TRUE(carries(client.get(), server.get(), "pong"));
+    EXPECT_EQ(relay.pending_count(), 0u);
+    EXPECT_EQ(relay.connection_count(), 1u);
+}
+
+// Answers go to the requests in order: a refused one closes its own client only.
+TEST_F(RelayTest, AnAsynchronousTargetsAnswersKeepTheirOrder)
+{
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    UniqueFd proxy = listen_on(unix_address(socket_path()));
+    relay::Relay relay(options);
+    auto target = std::make_shared<DeferredTarget>(pin(socket_path()));
+    UniqueFd listener = listen_on(loopback());
+    const Address addr = address_of(listener.get());
+    relay.add_listener(std::move(listener), target);
+    RelayRunner runner(relay, [&] { target->answer(relay); });
+
+    UniqueFd first = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.pending_count() == 1; }));
+    UniqueFd second = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.pending_count() == 2; }));
+    target->refuse(1);
+    target->allow(2);
+    expect_closed_within(first.get(), 2s);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    EXPECT_TRUE(carries(second.get(), server.get(), "second"));
+    EXPECT_TRUE(wait_until([&] { return log.contains("connect: Connection refused"); }, 1s));
+    EXPECT_EQ(relay.connection_count(), 1u);
+}
+
+// EAGAIN answered (the host's backlog is full) puts the client in the waiting queue; it is asked
+// for again, one at a time, until the proxy makes room.
+TEST_F(RelayTest, AnAsynchronousTargetsFullBacklogQueuesTheClient)
+{
+    LogLines log;
+    relay::RelayOptions options;
+    options.log = log.sink();
+    UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
+    relay::Relay relay(options);
+    auto target = std::make_shared<DeferredTarget>(pin(socket_path()));
+    target->allow(1000);
+    UniqueFd listener = listen_on(loopback());
+    const Address addr = address_of(listener.get());
+    relay.add_listener(std::move(listener), target);
+    RelayRunner runner(relay, [&] { target->answer(relay); });
+
+    UniqueFd first = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
+    UniqueFd second = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.waiting_count() == 1; }));
+    std::this_thread::sleep_for(100ms);  // several refused retries
+    EXPECT_GT(target->asked(), 3) << "the waiting client was not asked for again";
+    EXPECT_EQ(relay.waiting_count(), 1u);
+    EXPECT_EQ(relay.connection_count(), 1u);
+    UniqueFd server1 = accept_one(proxy.get());
+    ASSERT_TRUE(server1);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 2 && relay.waiting_count() == 0; }, 2s));
+    UniqueFd server2 = accept_one(proxy.get());
+    ASSERT_TRUE(server2);
+    EXPECT_TRUE(carries(first.get(), server1.get(), "first"));
+    EXPECT_TRUE(carries(second.get(), server2.get(), "second"));
+    EXPECT_FALSE(log.contains("connect:")) << "a waiting client was reported as refused";
+}
+
 TEST_F(RelayTest, LeavesNoFdBehindAfterThousandsOfConnections)
 {
     std::optional<EchoServer> server(std::in_place, socket_path());

@@ -664,6 +664,8 @@ struct Measured {
     bool rtt_failed = false;
     Rate rate;
     double up_cpu_ms = 0, down_cpu_ms = 0;  // the relay process's CPU time during the streams
+    double rate_cpu_ms = 0;  // and during the connections,
+    double rate_worker_cpu_ms = 0;  // of which the worker's
 
     double up() const
     {
@@ -849,7 +851,13 @@ int main(int argc, char** argv)
         pin(servers, false);
     }
     each_round("rate", [&](size_t i, Measured& m, int) {
+        const bool is_relay = targets[i] == &through_relay;
+        const double cpu = is_relay ? cpu_ms(relay) : 0, own = is_relay ? cpu_ms_of(relay) : 0;
         Rate rate = connection_rate(*targets[i], o.clients, o.seconds / o.rounds);
+        if (is_relay) {
+            m.rate_cpu_ms += cpu_ms(relay) - cpu;
+            m.rate_worker_cpu_ms += (cpu_ms(relay) - cpu) - (cpu_ms_of(relay) - own);
+        }
         m.rate.done += rate.done;
         m.rate.failed += rate.failed;
         m.rate.seconds += rate.seconds;
@@ -886,6 +894,10 @@ int main(int argc, char** argv)
         std::printf("\nrelay process CPU per GiB relayed: upload %.0f ms, download %.0f ms\n",
                     r.up_cpu_ms * kMiB * 1024 / static_cast<double>(r.up_bytes),
                     r.down_cpu_ms * kMiB * 1024 / static_cast<double>(r.down_bytes));
+    if (o.runs("rate") && r.rate.done > 0)
+        std::printf("relay process CPU per connection: %.1f us (the worker's %.1f us)\n",
+                    r.rate_cpu_ms * 1000 / static_cast<double>(r.rate.done),
+                    r.rate_worker_cpu_ms * 1000 / static_cast<double>(r.rate.done));
     if (o.runs("idle")) {
         const double growth_mib = static_cast<double>(idle.rss_after_kib - idle.rss_before_kib) / 1024;
         const bool all = idle.open == requested_idle;
