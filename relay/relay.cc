@@ -60,6 +60,7 @@ constexpr int kKindShift = 62;
 constexpr uint64_t kTimerKind = 0;
 constexpr uint64_t kListenerKind = 1;
 constexpr uint64_t kConnectionKind = 2;
+constexpr uint64_t kWatchKind = 3;
 constexpr int kSideShift = 61;
 constexpr uint32_t kGenerationMask = (1u << 29) - 1;
 constexpr uint32_t kConnectionEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
@@ -278,11 +279,34 @@ void Relay::run_once(int timeout_ms)
         case kConnectionKind:
             on_connection(token, events[i].events);
             break;
+        case kWatchKind:
+            if (static_cast<uint32_t>(token) < m_watches.size() && m_watches[static_cast<uint32_t>(token)].fd >= 0)
+                m_watches[static_cast<uint32_t>(token)].ready();
+            break;
         default:
             break;
         }
     }
     retry_starved();
+}
+
+void Relay::watch(int fd, std::function<void()> ready)
+{
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWatchKind << kKindShift | m_watches.size();
+    check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev), "epoll_ctl(ADD, watched fd)");
+    m_watches.push_back({fd, std::move(ready)});
+}
+
+void Relay::unwatch(int fd)
+{
+    // The callback stays (it may be the one running): only the fd is let go.
+    for (Watch& w : m_watches)
+        if (w.fd == fd) {
+            ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+            w.fd = -1;
+        }
 }
 
 Pumps Relay::pumps()

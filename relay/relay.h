@@ -140,6 +140,11 @@ public:
 
     // Readable (POLLIN) when run_once() has work. The caller polls it with its other fds.
     int epoll_fd() const { return m_epoll.get(); }
+    // Or lets run_once() watch them: `ready` is called from run_once while `fd` is readable
+    // (level-triggered; hang-up and errors too), until unwatch(fd). One wait serves the caller's
+    // fds and the relay's. `ready` may call anything here, unwatch its own fd included.
+    void watch(int fd, std::function<void()> ready);
+    void unwatch(int fd);
 
     // Handles the ready events, waiting at most timeout_ms for the first (0: never blocks,
     // -1: waits until something happens). Errors of one connection close that connection only.
@@ -212,6 +217,11 @@ private:
     bool m_timer_armed = false;
     Clock::time_point m_timer_deadline{};
     std::vector<std::unique_ptr<Listener>> m_listeners;
+    struct Watch {
+        int fd = -1;
+        std::function<void()> ready;
+    };
+    std::deque<Watch> m_watches;  // a deque: one that runs stays where it is while others are added
     std::vector<Slot> m_slots;
     std::vector<uint32_t> m_free_slots;
     std::unique_ptr<BufferPool> m_buffers;

@@ -336,48 +336,44 @@ void load_allowlist(const std::string& prefix)
         if (::fcntl(kConnectFd, F_SETFL, O_NONBLOCK) < 0)
             fail(prefix, "fcntl(O_NONBLOCK)", errno);
         load_allowlist(prefix);
-        pollfd fds[4] = {{kControlFd, POLLIN, 0},
-                         {relay.epoll_fd(), POLLIN, 0},
-                         {egress ? egress->epoll_fd() : -1, POLLIN, 0},
-                         {kConnectFd, POLLIN, 0}};
-        for (;;) {
-            if (::poll(fds, 4, -1) < 0) {
-                if (errno == EINTR)
-                    continue;
-                fail(prefix, "poll", errno);
-            }
-            if (fds[3].revents && !broker.take_answers(relay))
-                fds[3].fd = -1;
-            if (fds[1].revents)
-                relay.run_once(0);
-            if (fds[2].revents)
-                egress->run_once();
-            if (fds[0].revents) {
-                ControlMsg msg;
-                UniqueFd fd;
-                const int err = receive_msg(kControlFd, msg, fd);
-                if (err == ECONNRESET)
-                    ::_exit(0);  // the monitor is gone
-                if (err == 0 && msg.kind == ControlMsg::kStop) {
-                    // What the sandbox sent before it ended and the relay has not yet moved goes
-                    // first (bounded: 64 rounds of what is ready now), then every connection ends.
-                    for (int round = 0; round < 64; ++round) {
-                        pollfd ready{relay.epoll_fd(), POLLIN, 0};
-                        if (::poll(&ready, 1, 0) != 1)
-                            break;
-                        relay.run_once(0);
-                    }
-                    relay.close_all();
-                    if (egress)
-                        egress->close_all();
-                    ::_exit(0);
+        // One wait for everything: the relay's sockets, the monitor's two, the egress proxy's.
+        relay.watch(kConnectFd, [&] {
+            if (!broker.take_answers(relay))
+                relay.unwatch(kConnectFd);
+        });
+        if (egress)
+            relay.watch(egress->epoll_fd(), [&] { egress->run_once(); });
+        relay.watch(kControlFd, [&] {
+            ControlMsg msg;
+            UniqueFd fd;
+            const int err = receive_msg(kControlFd, msg, fd);
+            if (err == ECONNRESET)
+                ::_exit(0);  // the monitor is gone
+            if (err == 0 && msg.kind == ControlMsg::kStop) {
+                // What the sandbox sent before it ended and the relay has not yet moved goes
+                // first (bounded: 64 rounds of what is ready now), then every connection ends.
+                relay.unwatch(kControlFd);
+                relay.unwatch(kConnectFd);
+                if (egress)
+                    relay.unwatch(egress->epoll_fd());
+                for (int round = 0; round < 64; ++round) {
+                    pollfd ready{relay.epoll_fd(), POLLIN, 0};
+                    if (::poll(&ready, 1, 0) != 1)
+                        break;
+                    relay.run_once(0);
                 }
-                if (err == 0 && msg.kind == ControlMsg::kRelayListener && msg.index < targets.size() && fd)
-                    relay.add_listener(std::move(fd), targets[msg.index]);
-                else if (err == 0 && msg.kind == ControlMsg::kEgressListener && egress && fd)
-                    egress->add_listener(std::move(fd));
+                relay.close_all();
+                if (egress)
+                    egress->close_all();
+                ::_exit(0);
             }
-        }
+            if (err == 0 && msg.kind == ControlMsg::kRelayListener && msg.index < targets.size() && fd)
+                relay.add_listener(std::move(fd), targets[msg.index]);
+            else if (err == 0 && msg.kind == ControlMsg::kEgressListener && egress && fd)
+                egress->add_listener(std::move(fd));
+        });
+        for (;;)
+            relay.run_once(-1);
     } catch (const std::exception& e) {
         const std::string line = prefix + "cocoon: relay worker: " + e.what() + "\n";
         (void)!::write(STDERR_FILENO, line.data(), line.size());

@@ -1066,3 +1066,34 @@ TEST(RelayAdopt, ReservationsCountAgainstMaxConnections)
 
 }  // namespace
 }  // namespace cocoon::relay
+
+// Relay::watch: the caller's fds in the relay's one wait, called while readable, until unwatched
+// (here by the callback itself, which must not pull the callback from under its own feet).
+TEST(RelayWatch, CallsBackWhileReadableUntilUnwatched)
+{
+    relay::Relay relay;
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    UniqueFd read_end(p[0]), write_end(p[1]);
+    int calls = 0;
+    std::string got;
+    relay.watch(read_end.get(), [&] {
+        char c;
+        while (::read(read_end.get(), &c, 1) == 1)
+            got += c;
+        if (++calls == 2)
+            relay.unwatch(read_end.get());
+    });
+    relay.run_once(0);
+    EXPECT_EQ(calls, 0) << "called with nothing to read";
+    ASSERT_EQ(::write(write_end.get(), "a", 1), 1);
+    relay.run_once(1000);
+    EXPECT_EQ(calls, 1);
+    ASSERT_EQ(::write(write_end.get(), "b", 1), 1);
+    relay.run_once(1000);
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(got, "ab");
+    ASSERT_EQ(::write(write_end.get(), "c", 1), 1);
+    relay.run_once(100);
+    EXPECT_EQ(calls, 2) << "called after unwatch";
+}

@@ -564,6 +564,80 @@ Rate connection_rate(const Target& t, int clients, double seconds)
     return {done.load(), failed.load(), seconds_since(start)};
 }
 
+// The least a privilege split costs per connection: a 4-byte request from one process and an
+// answer carrying an fd from another, over a SOCK_SEQPACKET pair, each side waiting in poll(2) as
+// relay/worker.cc's two do. CPU of both per exchange, and the mean wall time of one.
+struct Exchange {
+    double cpu_us = 0, wall_us = 0;
+};
+Exchange fd_exchanges(int count)
+{
+    std::fflush(stdout);  // the child would print what is buffered again
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+        die_errno("socketpair");
+    UniqueFd asker(pair[0]), answerer(pair[1]);
+    const pid_t child = spawn([&] {
+        asker.reset();
+        UniqueFd payload(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        for (;;) {
+            pollfd p{answerer.get(), POLLIN, 0};
+            uint32_t request = 0;
+            if (::poll(&p, 1, -1) != 1 || ::recv(answerer.get(), &request, sizeof request, 0) != sizeof request)
+                return;
+            iovec iov{&request, sizeof request};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+            msghdr hdr{};
+            hdr.msg_iov = &iov;
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = control;
+            hdr.msg_controllen = sizeof control;
+            cmsghdr* c = CMSG_FIRSTHDR(&hdr);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            const int fd = payload.get();
+            std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+            if (::sendmsg(answerer.get(), &hdr, MSG_NOSIGNAL) < 0)
+                return;
+        }
+    });
+    answerer.reset();
+    auto own_cpu_ms = [] {
+        timespec ts{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+    };
+    const double cpu_before = own_cpu_ms() + cpu_ms_of(child);
+    const auto start = Clock::now();
+    int done = 0;
+    for (; done < count; ++done) {
+        uint32_t request = static_cast<uint32_t>(done);
+        if (::send(asker.get(), &request, sizeof request, MSG_NOSIGNAL) != sizeof request)
+            break;
+        pollfd p{asker.get(), POLLIN, 0};
+        iovec iov{&request, sizeof request};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+        msghdr hdr{};
+        hdr.msg_iov = &iov;
+        hdr.msg_iovlen = 1;
+        hdr.msg_control = control;
+        hdr.msg_controllen = sizeof control;
+        if (::poll(&p, 1, -1) != 1 || ::recvmsg(asker.get(), &hdr, MSG_CMSG_CLOEXEC) != sizeof request)
+            break;
+        int received;
+        std::memcpy(&received, CMSG_DATA(CMSG_FIRSTHDR(&hdr)), sizeof received);
+        ::close(received);
+    }
+    const double seconds = seconds_since(start);
+    const double cpu = own_cpu_ms() + cpu_ms_of(child) - cpu_before;
+    asker.reset();
+    stop(child);
+    if (done == 0)
+        return {};
+    return {cpu * 1000 / done, seconds * 1e6 / done};
+}
+
 struct IdleResult {
     int open = 0;
     double seconds = 0;
@@ -690,16 +764,23 @@ struct Measured {
     }
 };
 
-// One line of the table: the four paths, the two ratios the targets name, the target.
-void row(const char* name, double relay, double socat, double direct, double tcp, int precision,
-         const std::string& target, bool met)
+// One line of the table: the five paths, the three ratios, the target. `lower`: a smaller figure
+// is better (round trips), for the split's bound against the engine.
+struct Paths {
+    double relay, engine, socat, direct, tcp;
+};
+void row(const char* name, const Paths& p, int precision, bool lower, const std::string& target, bool met)
 {
-    std::printf("%-22s %9s %9s %9s %9s %12s %13s   %-28s %s\n", name, cell(relay, precision).c_str(),
-                cell(socat, precision).c_str(), cell(direct, precision).c_str(), cell(tcp, precision).c_str(),
-                ratio(relay, socat).c_str(), ratio(relay, direct).c_str(), target.c_str(),
-                target.empty() || relay <= 0 ? ""
-                : met                        ? "met"
-                                             : "MISSED");
+    // The split (relay/worker.h) may cost at most 10% of the engine's figure.
+    const bool split_met = p.engine <= 0 || (lower ? p.relay <= 1.1 * p.engine : p.relay >= 0.9 * p.engine);
+    std::printf("%-22s %9s %9s %9s %9s %9s %12s %12s %13s   %-28s %s%s\n", name, cell(p.relay, precision).c_str(),
+                cell(p.engine, precision).c_str(), cell(p.socat, precision).c_str(), cell(p.direct, precision).c_str(),
+                cell(p.tcp, precision).c_str(), ratio(p.relay, p.engine).c_str(), ratio(p.relay, p.socat).c_str(),
+                ratio(p.relay, p.direct).c_str(), target.c_str(),
+                target.empty() || p.relay <= 0 ? ""
+                : met                          ? "met"
+                                               : "MISSED",
+                split_met ? "" : " (split > 10%)");
 }
 
 // A listening socket on 127.0.0.1 and a free port; its address lands in `addr`.
@@ -754,6 +835,15 @@ int main(int argc, char** argv)
     UniqueFd listener = tcp_listen(relay_addr);
     pid_t relay = spawn([&] { run_relay(std::move(listener), path, o); });
     listener.reset();
+    // The engine alone, beside the split, so the split's cost is a ratio of one run.
+    Address engine_addr;
+    pid_t engine = -1;
+    if (!o.in_process) {
+        UniqueFd engine_listener = tcp_listen(engine_addr);
+        Options engine_options = o;
+        engine_options.in_process = true;
+        engine = spawn([&] { run_relay(std::move(engine_listener), path, engine_options); });
+    }
 
     pid_t socat = -1;
     if (o.with_socat) {
@@ -777,9 +867,14 @@ int main(int argc, char** argv)
     const Target tcp{"tcp", proxy_addr};
     const Target through_relay{"relay", relay_addr};
     const Target through_socat{"socat", socat_addr};
+    const Target through_engine{"engine", engine_addr};
     std::vector<const Target*> targets{&direct, &tcp, &through_relay};
     if (o.with_socat)
         targets.push_back(&through_socat);
+    if (engine > 0)
+        targets.push_back(&through_engine);
+    // The relay process behind a target, whose CPU is counted; -1 for the others.
+    auto relay_pid = [&](const Target* t) { return t == &through_relay ? relay : t == &through_engine ? engine : -1; };
     // Each must answer an echo before anything is measured.
     for (const Target* t : targets) {
         bool up = false;
@@ -810,7 +905,7 @@ int main(int argc, char** argv)
     // doubled the relay's round trip (120-170 us against 70-85 us after a pause).
     std::vector<Measured> results(targets.size());
     const size_t round_bytes = std::max<size_t>(kMiB, bytes / static_cast<size_t>(o.rounds)) / kMiB * kMiB;
-    const std::vector<pid_t> servers{proxy, relay, socat};
+    const std::vector<pid_t> servers{proxy, relay, socat, engine};
     auto each_round = [&](const char* test, const std::function<void(size_t, Measured&, int)>& measure) {
         if (!o.runs(test))
             return;
@@ -821,15 +916,15 @@ int main(int argc, char** argv)
             }
     };
     each_round("streams", [&](size_t i, Measured& m, int) {
-        const bool is_relay = targets[i] == &through_relay;
-        double cpu = is_relay ? cpu_ms(relay) : 0;
+        const pid_t pid = relay_pid(targets[i]);
+        double cpu = pid > 0 ? cpu_ms(pid) : 0;
         auto up = upload(*targets[i], round_bytes);
-        if (is_relay)
-            m.up_cpu_ms += cpu_ms(relay) - cpu;
-        cpu = is_relay ? cpu_ms(relay) : 0;
+        if (pid > 0)
+            m.up_cpu_ms += cpu_ms(pid) - cpu;
+        cpu = pid > 0 ? cpu_ms(pid) : 0;
         auto down = download(*targets[i], round_bytes);
-        if (is_relay)
-            m.down_cpu_ms += cpu_ms(relay) - cpu;
+        if (pid > 0)
+            m.down_cpu_ms += cpu_ms(pid) - cpu;
         m.streams_failed = m.streams_failed || !up || !down;
         m.up_seconds += up.value_or(0);
         m.down_seconds += down.value_or(0);
@@ -851,12 +946,12 @@ int main(int argc, char** argv)
         pin(servers, false);
     }
     each_round("rate", [&](size_t i, Measured& m, int) {
-        const bool is_relay = targets[i] == &through_relay;
-        const double cpu = is_relay ? cpu_ms(relay) : 0, own = is_relay ? cpu_ms_of(relay) : 0;
+        const pid_t pid = relay_pid(targets[i]);
+        const double cpu = pid > 0 ? cpu_ms(pid) : 0, own = pid > 0 ? cpu_ms_of(pid) : 0;
         Rate rate = connection_rate(*targets[i], o.clients, o.seconds / o.rounds);
-        if (is_relay) {
-            m.rate_cpu_ms += cpu_ms(relay) - cpu;
-            m.rate_worker_cpu_ms += (cpu_ms(relay) - cpu) - (cpu_ms_of(relay) - own);
+        if (pid > 0) {
+            m.rate_cpu_ms += cpu_ms(pid) - cpu;
+            m.rate_worker_cpu_ms += (cpu_ms(pid) - cpu) - (cpu_ms_of(pid) - own);
         }
         m.rate.done += rate.done;
         m.rate.failed += rate.failed;
@@ -873,31 +968,44 @@ int main(int argc, char** argv)
     const Measured& t = results[1];
     const Measured& r = results[2];
     const Measured s = o.with_socat ? results[3] : Measured{};
+    const Measured e = engine > 0 ? results.back() : Measured{};
     const IdleResult idle = idle_connections(through_relay, o.idle, relay);
+    const IdleResult engine_idle =
+        engine > 0 && o.idle > 0 ? idle_connections(through_engine, o.idle, engine) : IdleResult{};
 
-    std::printf("%-22s %9s %9s %9s %9s %12s %13s   %s\n", "", "relay", "socat", "direct", "tcp", "relay/socat",
-                "relay/direct", "target");
-    row("upload MiB/s", r.up(), s.up(), d.up(), t.up(), 0, ">= 6x socat, >= 0.5x direct",
+    std::printf("%-22s %9s %9s %9s %9s %9s %12s %12s %13s   %s\n", "", "relay", "engine", "socat", "direct", "tcp",
+                "relay/engine", "relay/socat", "relay/direct", "target");
+    row("upload MiB/s", {r.up(), e.up(), s.up(), d.up(), t.up()}, 0, false, ">= 6x socat, >= 0.5x direct",
         s.up() > 0 && r.up() >= 6 * s.up() && r.up() >= 0.5 * d.up());
-    row("download MiB/s", r.down(), s.down(), d.down(), t.down(), 0, ">= 6x socat, >= 0.5x direct",
+    row("download MiB/s", {r.down(), e.down(), s.down(), d.down(), t.down()}, 0, false, ">= 6x socat, >= 0.5x direct",
         s.down() > 0 && r.down() >= 6 * s.down() && r.down() >= 0.5 * d.down());
-    row("round trip median us", r.rtt_percentile(0.5), s.rtt_percentile(0.5), d.rtt_percentile(0.5),
-        t.rtt_percentile(0.5), 1, "<= 1.5x direct", r.rtt_percentile(0.5) <= 1.5 * d.rtt_percentile(0.5));
-    row("round trip p99 us", r.rtt_percentile(0.99), s.rtt_percentile(0.99), d.rtt_percentile(0.99),
-        t.rtt_percentile(0.99), 1, "", true);
-    row("1 CPU: round trip us", r.rtt_percentile(0.5, true), s.rtt_percentile(0.5, true), d.rtt_percentile(0.5, true),
-        t.rtt_percentile(0.5, true), 1, "", true);
-    row("connections/s", r.connections_per_second(), s.connections_per_second(), d.connections_per_second(),
-        t.connections_per_second(), 0, ">= 15x socat",
+    auto rtt = [](const Measured& m, double p, bool one_cpu = false) { return m.rtt_percentile(p, one_cpu); };
+    row("round trip median us", {rtt(r, 0.5), rtt(e, 0.5), rtt(s, 0.5), rtt(d, 0.5), rtt(t, 0.5)}, 1, true,
+        "<= 1.5x direct", rtt(r, 0.5) <= 1.5 * rtt(d, 0.5));
+    row("round trip p99 us", {rtt(r, 0.99), rtt(e, 0.99), rtt(s, 0.99), rtt(d, 0.99), rtt(t, 0.99)}, 1, true, "", true);
+    row("1 CPU: round trip us",
+        {rtt(r, 0.5, true), rtt(e, 0.5, true), rtt(s, 0.5, true), rtt(d, 0.5, true), rtt(t, 0.5, true)}, 1, true, "",
+        true);
+    row("connections/s",
+        {r.connections_per_second(), e.connections_per_second(), s.connections_per_second(), d.connections_per_second(),
+         t.connections_per_second()},
+        0, false, ">= 15x socat",
         s.connections_per_second() > 0 && r.connections_per_second() >= 15 * s.connections_per_second());
     if (o.runs("streams"))
         std::printf("\nrelay process CPU per GiB relayed: upload %.0f ms, download %.0f ms\n",
                     r.up_cpu_ms * kMiB * 1024 / static_cast<double>(r.up_bytes),
                     r.down_cpu_ms * kMiB * 1024 / static_cast<double>(r.down_bytes));
-    if (o.runs("rate") && r.rate.done > 0)
-        std::printf("relay process CPU per connection: %.1f us (the worker's %.1f us)\n",
+    if (o.runs("rate") && r.rate.done > 0) {
+        std::printf("relay process CPU per connection: %.1f us (the worker's %.1f us)",
                     r.rate_cpu_ms * 1000 / static_cast<double>(r.rate.done),
                     r.rate_worker_cpu_ms * 1000 / static_cast<double>(r.rate.done));
+        if (e.rate.done > 0)
+            std::printf("; engine alone %.1f us", e.rate_cpu_ms * 1000 / static_cast<double>(e.rate.done));
+        const Exchange x = fd_exchanges(20000);
+        std::printf("\nanchor: a request and an fd in answer between two processes (SOCK_SEQPACKET, both "
+                    "polling): %.1f us of CPU, %.1f us round trip\n",
+                    x.cpu_us, x.wall_us);
+    }
     if (o.runs("idle")) {
         const double growth_mib = static_cast<double>(idle.rss_after_kib - idle.rss_before_kib) / 1024;
         const bool all = idle.open == requested_idle;
@@ -910,12 +1018,17 @@ int main(int argc, char** argv)
                     growth_mib > 32 ? "MISSED"
                     : all           ? "met"
                                     : "growth met, count MISSED (RLIMIT_NOFILE)");
+        if (engine_idle.open > 0)
+            std::printf("the engine alone: %d open, RSS growth %.1f MiB\n", engine_idle.open,
+                        static_cast<double>(engine_idle.rss_after_kib - engine_idle.rss_before_kib) / 1024);
     }
     if (r.rate.failed || d.rate.failed || s.rate.failed || t.rate.failed)
         std::printf("failed connections: relay %zu, socat %zu, direct %zu, tcp %zu\n", r.rate.failed, s.rate.failed,
                     d.rate.failed, t.rate.failed);
 
     stop(socat);
+    if (engine > 0)
+        stop(engine);
     stop(relay);
     stop(proxy);
     std::filesystem::remove_all(dir);
