@@ -625,8 +625,11 @@ Exchange fd_exchanges(int count)
         hdr.msg_controllen = sizeof control;
         if (::poll(&p, 1, -1) != 1 || ::recvmsg(asker.get(), &hdr, MSG_CMSG_CLOEXEC) != sizeof request)
             break;
+        cmsghdr* c = CMSG_FIRSTHDR(&hdr);
+        if (!c || c->cmsg_type != SCM_RIGHTS)
+            break;
         int received;
-        std::memcpy(&received, CMSG_DATA(CMSG_FIRSTHDR(&hdr)), sizeof received);
+        std::memcpy(&received, CMSG_DATA(c), sizeof received);
         ::close(received);
     }
     const double seconds = seconds_since(start);
