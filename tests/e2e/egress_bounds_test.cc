@@ -596,10 +596,11 @@ TEST_F(EgressBounds, ANameForTheHostsOwnAddressIsRefused)
         std::string target;
         std::vector<std::string> allow;
         std::string expected;
+        std::string result;  // the log line's
     } cases[] = {
-        {"own.test:8080", {"own.test:8080"}, "HTTP/1.1 403 Forbidden"},
-        {"other.test:8080", {"other.test:8080"}, "HTTP/1.1 502 Bad Gateway"},
-        {"own.test:8080", {"own.test:8080", "198.51.100.7:8080"}, "HTTP/1.1 502 Bad Gateway"},
+        {"own.test:8080", {"own.test:8080"}, "HTTP/1.1 403 Forbidden", "refused"},
+        {"other.test:8080", {"other.test:8080"}, "HTTP/1.1 502 Bad Gateway", "unreachable"},
+        {"own.test:8080", {"own.test:8080", "198.51.100.7:8080"}, "HTTP/1.1 502 Bad Gateway", "unreachable"},
     };
     for (const Case& c : cases) {
         std::string script = "ip link set lo up && ip addr add 198.51.100.7/32 dev lo && mount --bind '" +
@@ -610,6 +611,7 @@ TEST_F(EgressBounds, ANameForTheHostsOwnAddressIsRefused)
         Result r = run({"/usr/bin/unshare", "-r", "-n", "-m", "/bin/sh", "-c", script}, "", 20000);
         EXPECT_EQ(r.code, 0) << c.target << ": " << r.err;
         EXPECT_EQ(r.out, c.expected + "\n") << c.target << ": " << r.err;
+        EXPECT_TRUE(contains(read_file(m_log), "\"result\": \"" + c.result + "\"")) << read_file(m_log);
         if (c.expected.find("403") != std::string::npos) {
             EXPECT_TRUE(contains(read_file(m_log),
                                  "own.test resolves to 198.51.100.7, an address of this host that is not on the "
