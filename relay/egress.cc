@@ -261,7 +261,6 @@ struct Egress::Client {
     sockaddr_storage target{};
     Clock::time_point deadline;
     Clock::time_point started;
-    std::string when;  // the time it was accepted, for the log
     uint64_t sent = 0;  // bytes sent upstream before the relay took over
     uint64_t upload_left = 0;  // plain HTTP: body bytes still to come from the client
     // Its share of the relay's connection budget (two fds), given back when the client goes,
@@ -367,7 +366,6 @@ void Egress::on_listener(int listener)
         client->fd.reset(fd);
         client->started = Clock::now();
         client->deadline = client->started + m_options.head_timeout;
-        client->when = utc_now();
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP;
         ev.data.u64 = client->id;
@@ -438,7 +436,7 @@ void Egress::read_head(Client& c)
     case ParseResult::Incomplete:
         return;
     case ParseResult::Bad:
-        refuse(c, 400, why);
+        refuse(c, 400, EgressResult::Refused, why);
         return;
     case ParseResult::Ok:
         decide(c);
@@ -451,7 +449,7 @@ void Egress::decide(Client& c)
     const ProxyRequest& r = c.request;
     if (auto literal = parse_ip_literal(r.host, r.port)) {
         if (std::string why = m_policy.check_literal(r.host, *literal, r.port); !why.empty()) {
-            refuse(c, 403, why);
+            refuse(c, 403, EgressResult::Refused, why);
             return;
         }
         c.candidates = {*literal};
@@ -459,7 +457,7 @@ void Egress::decide(Client& c)
         return;
     }
     if (std::string why = m_policy.check_name(r.host, r.port); !why.empty()) {
-        refuse(c, 403, why);
+        refuse(c, 403, EgressResult::Refused, why);
         return;
     }
     c.state = Client::State::Resolving;
@@ -474,7 +472,7 @@ void Egress::on_resolved()
             continue;  // the client gave up
         Client& c = *it->second;
         if (!res.error.empty()) {
-            refuse(c, 502, "can't resolve " + c.request.host + ": " + res.error);
+            refuse(c, 502, EgressResult::Unresolved, "can't resolve " + c.request.host + ": " + res.error);
             continue;
         }
         // Security: EgressPolicy::admit refuses the host's own addresses and internal ones.
@@ -482,7 +480,7 @@ void Egress::on_resolved()
         std::string refused;
         c.candidates = m_policy.admit(c.request.host, res.addresses, c.request.port, refused);
         if (c.candidates.empty()) {
-            refuse(c, 403, refused);
+            refuse(c, 403, EgressResult::Refused, refused);
             continue;
         }
         start_connect(c);
@@ -511,7 +509,7 @@ void Egress::start_connect(Client& c)
         c.deadline = Clock::now() + m_options.head_timeout;
         return;
     }
-    refuse(c, 502, "can't connect to " + c.key());
+    refuse(c, 502, EgressResult::Unreachable, "can't connect to " + c.key());
 }
 
 void Egress::on_connected(Client& c)
@@ -530,7 +528,7 @@ void Egress::on_connected(Client& c)
                 start_connect(c);
                 return;
             }
-            refuse(c, 502,
+            refuse(c, 502, EgressResult::Unreachable,
                    "can't connect to " + address_text(c.target) + " port " + std::to_string(c.request.port) + ": " +
                        std::strerror(err));
             return;
@@ -565,7 +563,7 @@ void Egress::on_connected(Client& c)
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;  // EPOLLOUT again
-        refuse(c, 502, std::string("the origin closed: ") + std::strerror(errno));
+        refuse(c, 502, EgressResult::Unreachable, std::string("the origin closed: ") + std::strerror(errno));
         return;
     }
     // Handed over: the relay engine moves the bytes from here, within its memory bounds.
@@ -579,7 +577,6 @@ void Egress::on_connected(Client& c)
     shared->request = owned->request;
     shared->target = owned->target;
     shared->started = owned->started;
-    shared->when = owned->when;
     // What went upstream before the relay took over (a plain HTTP request's head, early bytes).
     const uint64_t sent_before = owned->sent;
     auto hook = [this, shared, sent_before, tally_ptr = &tally](uint64_t relayed_up, uint64_t down) {
@@ -587,7 +584,7 @@ void Egress::on_connected(Client& c)
         tally_ptr->up += up;
         tally_ptr->down += down;
         if (!m_closed)
-            log_line(*shared, true, "", up, down);
+            log_line(*shared, EgressResult::Allowed, "", up, down);
     };
     // adopt takes over the reservation (a client accepted without one, at the limit, is refused).
     owned->reservation = nullptr;
@@ -597,12 +594,12 @@ void Egress::on_connected(Client& c)
     if (!m_relay.adopt(std::move(owned->fd), std::move(owned->upstream), hook, limit)) {
         --tally.allowed;
         ++tally.refused;
-        log_line(*shared, false, "too many connections", 0, 0);
+        log_line(*shared, EgressResult::Refused, "too many connections", 0, 0);
     }
     sync_listeners();
 }
 
-void Egress::refuse(Client& c, int status, const std::string& reason)
+void Egress::refuse(Client& c, int status, EgressResult result, const std::string& reason)
 {
     const std::string body = reason + "\n";
     const std::string answer = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
@@ -610,8 +607,8 @@ void Egress::refuse(Client& c, int status, const std::string& reason)
                                "\r\nConnection: close\r\nX-Cocoon-Egress: refused\r\n\r\n" + body;
     ssize_t sent = ::send(c.fd.get(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)sent;  // best effort: a client that does not read its answer is not waited for
-    ++m_tally.at(c.request.host.empty() ? "(malformed)" : c.key(), true).refused;
-    log_line(c, false, reason, 0, 0);
+    ++m_tally.at(c.request.host.empty() ? "(malformed)" : c.key(), true).of(result);
+    log_line(c, result, reason, 0, 0);
     finish(c.id);
 }
 
@@ -643,30 +640,39 @@ void Egress::on_timer()
             late.push_back(id);
     for (uint64_t id : late) {
         Client& c = *m_clients[id];
+        const std::string within = " within " + std::to_string(m_options.head_timeout.count()) + " ms";
         if (c.state == Client::State::Head)
-            refuse(c, 408, "no complete request head within " + std::to_string(m_options.head_timeout.count()) + " ms");
+            refuse(c, 408, EgressResult::Refused, "no complete request head" + within);
+        else if (c.state == Client::State::Resolving)
+            refuse(c, 504, EgressResult::Unresolved, "can't resolve " + c.request.host + within);
         else
-            refuse(c, 504,
-                   "no connection to " + c.key() + " within " + std::to_string(m_options.head_timeout.count()) + " ms");
+            refuse(c, 504, EgressResult::Unreachable, "no connection to " + c.key() + within);
     }
     sync_listeners();
 }
 
-void Egress::log_line(const Client& c, bool allowed, const std::string& reason, uint64_t up, uint64_t down)
+void Egress::log_line(const Client& c, EgressResult result, const std::string& reason, uint64_t up, uint64_t down)
 {
     if (!m_log)
         return;
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
-    std::string line = "{ \"time\": " + json_string(c.when) + ", \"host\": " + json_string(c.request.host) +
-                       ", \"port\": " + std::to_string(c.request.port);
-    if (c.target.ss_family != AF_UNSPEC)
-        line += ", \"address\": " + json_string(address_text(c.target));
-    line += std::string(", \"allowed\": ") + (allowed ? "true" : "false");
-    if (!allowed)
-        line += ", \"reason\": " + json_string(reason);
-    line += ", \"bytes-up\": " + std::to_string(up) + ", \"bytes-down\": " + std::to_string(down) +
-            ", \"duration-ms\": " + std::to_string(ms) + " }";
-    m_log.add(line);
+    // "time" is when the line is made, so lines (written in the order they are made) rise in
+    // time; the accept time is "time" less "duration-ms". (A connection's line waits for its
+    // end: stamped with the accept time, a long connection's line would follow the lines of
+    // shorter ones it overlapped, out of time order, and holding lines back to sort them would
+    // hold every later line behind the longest connection.)
+    const std::string now = utc_now();
+    const std::string address = c.target.ss_family != AF_UNSPEC ? address_text(c.target) : std::string();
+    EgressLine line;
+    line.time = now;
+    line.host = c.request.host;
+    line.port = c.request.port;
+    line.address = address;
+    line.result = result;
+    line.reason = reason;
+    line.up = up;
+    line.down = down;
+    line.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
+    m_log.add(line_text(line));
     sync_log();
 }
 

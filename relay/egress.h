@@ -99,9 +99,11 @@ private:
     void decide(Client& c);
     void start_connect(Client& c);
     void on_connected(Client& c);
-    void refuse(Client& c, int status, const std::string& reason);
+    // Answers `status` with `reason`, logs `result` and ends the client.
+    void refuse(Client& c, int status, EgressResult result, const std::string& reason);
     void finish(uint64_t id);
-    void log_line(const Client& c, bool allowed, const std::string& reason, uint64_t up, uint64_t down);
+    // Writes c's line, stamped now: lines are written in the order of their "time".
+    void log_line(const Client& c, EgressResult result, const std::string& reason, uint64_t up, uint64_t down);
     void sync_listeners();
     void sync_log();
     void refresh_own_addresses();

@@ -38,6 +38,53 @@ std::string json_string(std::string_view text)
     return out;
 }
 
+std::string_view result_name(EgressResult result)
+{
+    switch (result) {
+    case EgressResult::Allowed:
+        return "allowed";
+    case EgressResult::Refused:
+        return "refused";
+    case EgressResult::Unresolved:
+        return "unresolved";
+    case EgressResult::Unreachable:
+        return "unreachable";
+    }
+    return "refused";
+}
+
+std::string line_text(const EgressLine& line)
+{
+    const bool allowed = line.result == EgressResult::Allowed;
+    std::string text = "{ \"time\": " + json_string(line.time) + ", \"host\": " + json_string(line.host) +
+                       ", \"port\": " + std::to_string(line.port);
+    if (!line.address.empty())
+        text += ", \"address\": " + json_string(line.address);
+    text += ", \"result\": \"";
+    text += result_name(line.result);
+    text += std::string("\", \"allowed\": ") + (allowed ? "true" : "false");
+    if (!allowed)
+        text += ", \"reason\": " + json_string(line.reason);
+    text += ", \"bytes-up\": " + std::to_string(line.up) + ", \"bytes-down\": " + std::to_string(line.down) +
+            ", \"duration-ms\": " + std::to_string(line.duration_ms) + " }";
+    return text;
+}
+
+uint64_t& EgressTally::Counts::of(EgressResult result)
+{
+    switch (result) {
+    case EgressResult::Allowed:
+        return allowed;
+    case EgressResult::Refused:
+        return refused;
+    case EgressResult::Unresolved:
+        return unresolved;
+    case EgressResult::Unreachable:
+        return unreachable;
+    }
+    return refused;
+}
+
 EgressTally::Counts& EgressTally::at(const std::string& key, bool refused)
 {
     auto it = m_keys.find(key);
@@ -57,6 +104,7 @@ std::string entry_text(std::string_view key, const EgressTally::Counts& t)
     const std::string port = colon == std::string_view::npos ? "0" : std::string(key.substr(colon + 1));
     return "{ \"host\": " + json_string(host) + ", \"port\": " + port +
            ", \"connections\": " + std::to_string(t.allowed) + ", \"refused\": " + std::to_string(t.refused) +
+           ", \"unresolved\": " + std::to_string(t.unresolved) + ", \"unreachable\": " + std::to_string(t.unreachable) +
            ", \"bytes-up\": " + std::to_string(t.up) + ", \"bytes-down\": " + std::to_string(t.down) + " }";
 }
 
@@ -64,6 +112,8 @@ void add_to(EgressTally::Counts& sum, const EgressTally::Counts& t)
 {
     sum.allowed += t.allowed;
     sum.refused += t.refused;
+    sum.unresolved += t.unresolved;
+    sum.unreachable += t.unreachable;
     sum.up += t.up;
     sum.down += t.down;
 }
@@ -81,13 +131,15 @@ std::string EgressTally::summary(uint64_t dropped_lines) const
     for (const auto& each : m_keys)
         if (each.second.allowed == 0)
             order.push_back(&each);
-    // Room for the "(other)" entry and the tail, each at most about 200 bytes.
+    // Room for the "(other)" entry (at most about 260 bytes) and the tail (about 220).
     constexpr size_t kReserve = 512;
     std::string line = "{ \"summary\": [";
     bool first = true;
     Counts other = m_other;
+    Counts total = m_other;
     size_t omitted = 0;
     for (const auto* each : order) {
+        add_to(total, each->second);
         std::string text = entry_text(each->first, each->second);
         if (line.size() + text.size() + kReserve > kMaxSummary) {
             add_to(other, each->second);
@@ -97,11 +149,15 @@ std::string EgressTally::summary(uint64_t dropped_lines) const
         line += (first ? " " : ", ") + text;
         first = false;
     }
-    if (other.allowed + other.refused > 0) {
+    if (other.allowed + other.refused + other.unresolved + other.unreachable > 0) {
         line += (first ? " " : ", ") + entry_text(kOther, other);
         first = false;
     }
     line += first ? "]" : " ]";
+    line += ", \"results\": { \"allowed\": " + std::to_string(total.allowed) +
+            ", \"refused\": " + std::to_string(total.refused) +
+            ", \"unresolved\": " + std::to_string(total.unresolved) +
+            ", \"unreachable\": " + std::to_string(total.unreachable) + " }";
     line += ", \"dropped\": " + std::to_string(dropped_lines) + ", \"omitted\": " + std::to_string(omitted) + " }";
     return line;
 }

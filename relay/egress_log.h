@@ -19,14 +19,43 @@ namespace cocoon::relay {
 // client shows as its bytes, "\u00c3\u00a9" for "é": no sequence can pass for another).
 std::string json_string(std::string_view text);
 
+// What became of one connection attempt: a log line's "result", and the summary's counts.
+//   Allowed      relayed (its line is written when it closes)
+//   Refused      the request was malformed or late, or the allowlist, the address rules (an
+//                internal or own address) or a bound (too many connections) said no
+//   Unresolved   the name did not resolve: an error, no address, or none within the deadline
+//   Unreachable  allowed, but every connect failed, timed out, or the origin closed before the
+//                request was passed on
+enum class EgressResult { Allowed, Refused, Unresolved, Unreachable };
+
+// "allowed", "refused", "unresolved" or "unreachable".
+std::string_view result_name(EgressResult result);
+
+// One line of the log, as it is written.
+struct EgressLine {
+    std::string_view time;  // when the outcome was known (written now), UTC, ISO 8601 with ms
+    std::string_view host;
+    uint16_t port = 0;
+    std::string_view address;  // the one connected or last tried; empty: none
+    EgressResult result = EgressResult::Refused;
+    std::string_view reason;  // why, unless allowed
+    uint64_t up = 0, down = 0;
+    int64_t duration_ms = 0;  // from accept to `time`
+};
+
+// { "time": ..., "host": ..., "port": N, ["address": ...,] "result": ..., "allowed": B,
+//   ["reason": ...,] "bytes-up": N, "bytes-down": N, "duration-ms": N }
+std::string line_text(const EgressLine& line);
+
 // What happened per "host:port", for the summary. Security: the sandbox picks the names, so the
-// keys are capped: at most kMaxKeys, of which a key first seen refused may take kMaxRefusedKeys
-// (a flood of refused names cannot push out the hosts that were reached); past the cap the
-// counts go to one "(other)" entry.
+// keys are capped: at most kMaxKeys, of which a key first seen not reached (refused, unresolved or
+// unreachable) may take kMaxRefusedKeys (a flood of refused names cannot push out the hosts that
+// were reached); past the cap the counts go to one "(other)" entry.
 class EgressTally {
 public:
     struct Counts {
-        uint64_t allowed = 0, refused = 0, up = 0, down = 0;
+        uint64_t allowed = 0, refused = 0, unresolved = 0, unreachable = 0, up = 0, down = 0;
+        uint64_t& of(EgressResult result);
     };
     static constexpr size_t kMaxKeys = 256;
     static constexpr size_t kMaxRefusedKeys = 192;
@@ -36,11 +65,12 @@ public:
     static constexpr size_t kMaxSummary = size_t{64} * 1024;
 
     // The counts of `key`, made if the cap allows, else the "(other)" counts. Stays valid for
-    // the tally's life (std::map).
+    // the tally's life (std::map). refused: the key is not reached (any result but Allowed).
     Counts& at(const std::string& key, bool refused);
     size_t size() const { return m_keys.size(); }
-    // { "summary": [ ... ], "dropped": N, "omitted": K }: entries with a connection first (in
-    // key order), then the refused ones, then "(other)".
+    // { "summary": [ ... ], "results": { "allowed": A, "refused": R, "unresolved": U,
+    // "unreachable": N }, "dropped": N, "omitted": K }: entries with a connection first (in key
+    // order), then the ones never reached, then "(other)"; "results" adds up every entry's.
     std::string summary(uint64_t dropped_lines) const;
 
 private:

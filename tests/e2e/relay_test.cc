@@ -1243,7 +1243,7 @@ TEST_F(Egress, CurlReachesAnHttpsServerTheAllowlistNamesByNameAndByAddress)
     ASSERT_EQ(log.size(), 3U) << read_file(m_log);
     EXPECT_TRUE(contains(log[0], "\"host\": \"localhost\", \"port\": " + port +
                                      ", \"address\": \"127.0.0.1\", "
-                                     "\"allowed\": true"))
+                                     "\"result\": \"allowed\", \"allowed\": true"))
         << log[0];
     EXPECT_TRUE(contains(log[1], "\"host\": \"127.0.0.1\", \"port\": " + port)) << log[1];
     for (const std::string& line : {log[0], log[1]}) {
@@ -1283,7 +1283,8 @@ TEST_F(Egress, WhatTheAllowlistDoesNotNameIsRefused)
         EXPECT_TRUE(contains(r.out, "\n403\n")) << c.url << ": " << r.out;
         std::vector<std::string> log = log_lines();
         ASSERT_EQ(log.size(), 2U) << read_file(m_log);
-        EXPECT_TRUE(contains(log[0], "\"allowed\": false, \"reason\": \"" + c.reason)) << log[0];
+        EXPECT_TRUE(contains(log[0], "\"result\": \"refused\", \"allowed\": false, \"reason\": \"" + c.reason))
+            << log[0];
         EXPECT_TRUE(contains(log[1], "\"connections\": 0, \"refused\": 1")) << log[1];
     }
     // CONNECT is refused the same way.
@@ -1318,7 +1319,8 @@ TEST_F(Egress, MalformedRequestsGetA400AndTheProxyGoesOn)
     EXPECT_EQ(r.out, "garbage: HTTP/1.1 400 Bad Request, then eof\nserved while one stalls: 200\n") << r.err;
     std::vector<std::string> log = log_lines();
     ASSERT_GE(log.size(), 3U) << read_file(m_log);
-    EXPECT_TRUE(contains(log[0], "\"reason\": \"malformed request line\"")) << log[0];
+    EXPECT_TRUE(contains(log[0], "\"result\": \"refused\", \"allowed\": false, \"reason\": \"malformed request line\""))
+        << log[0];
 }
 
 TEST_F(Egress, NodeReachesTheServerThroughIt)

@@ -350,6 +350,88 @@ TEST(EgressLogText, EveryByteIsEscapedToValidJson)
     }
 }
 
+// Every line names exactly one of the four results; only an allowed one says "allowed": true,
+// and only the others carry a reason.
+TEST(EgressLogText, ALineSaysItsResult)
+{
+    EgressLine line;
+    line.time = "2025-01-02T03:04:05.678Z";
+    line.host = "a.example";
+    line.port = 443;
+    line.reason = "why";
+    line.duration_ms = 12;
+    const std::pair<EgressResult, std::string> results[] = {{EgressResult::Allowed, "allowed"},
+                                                            {EgressResult::Refused, "refused"},
+                                                            {EgressResult::Unresolved, "unresolved"},
+                                                            {EgressResult::Unreachable, "unreachable"}};
+    for (const auto& [result, name] : results) {
+        line.result = result;
+        const std::string text = line_text(line);
+        EXPECT_EQ(result_name(result), name);
+        const std::string allowed = result == EgressResult::Allowed ? "true" : "false";
+        const std::string reason = result == EgressResult::Allowed ? "" : ", \"reason\": \"why\"";
+        EXPECT_EQ(text, "{ \"time\": \"2025-01-02T03:04:05.678Z\", \"host\": \"a.example\", \"port\": 443, "
+                        "\"result\": \"" +
+                            name + "\", \"allowed\": " + allowed + reason +
+                            ", \"bytes-up\": 0, \"bytes-down\": 0, \"duration-ms\": 12 }");
+    }
+    line.address = "192.0.2.1";
+    line.result = EgressResult::Unreachable;
+    EXPECT_NE(line_text(line).find("\"port\": 443, \"address\": \"192.0.2.1\", \"result\": \"unreachable\""),
+              std::string::npos)
+        << line_text(line);
+}
+
+// Each result is counted per host:port and in all: entries that were never reached count for the
+// refused keys' cap whatever kept them from being reached.
+TEST(EgressLogTally, EachResultIsCountedPerHostAndInAll)
+{
+    EgressTally tally;
+    ++tally.at("a.example:443", false).of(EgressResult::Allowed);
+    ++tally.at("a.example:443", false).of(EgressResult::Allowed);
+    ++tally.at("a.example:443", true).of(EgressResult::Unreachable);
+    ++tally.at("b.example:443", true).of(EgressResult::Refused);
+    ++tally.at("c.invalid:443", true).of(EgressResult::Unresolved);
+    ++tally.at("d.example:80", true).of(EgressResult::Unreachable);
+    const std::string line = tally.summary(3);
+    EXPECT_EQ(line, "{ \"summary\": [ "
+                    "{ \"host\": \"a.example\", \"port\": 443, \"connections\": 2, \"refused\": 0, \"unresolved\": 0, "
+                    "\"unreachable\": 1, \"bytes-up\": 0, \"bytes-down\": 0 }, "
+                    "{ \"host\": \"b.example\", \"port\": 443, \"connections\": 0, \"refused\": 1, \"unresolved\": 0, "
+                    "\"unreachable\": 0, \"bytes-up\": 0, \"bytes-down\": 0 }, "
+                    "{ \"host\": \"c.invalid\", \"port\": 443, \"connections\": 0, \"refused\": 0, \"unresolved\": 1, "
+                    "\"unreachable\": 0, \"bytes-up\": 0, \"bytes-down\": 0 }, "
+                    "{ \"host\": \"d.example\", \"port\": 80, \"connections\": 0, \"refused\": 0, \"unresolved\": 0, "
+                    "\"unreachable\": 1, \"bytes-up\": 0, \"bytes-down\": 0 } ], "
+                    "\"results\": { \"allowed\": 2, \"refused\": 1, \"unresolved\": 1, \"unreachable\": 2 }, "
+                    "\"dropped\": 3, \"omitted\": 0 }");
+    // Unresolved and unreachable names fill the keys a flood of names may take, as refused ones do.
+    EgressTally flood;
+    for (int i = 0; i < 1000; ++i)
+        ++flood.at("n" + std::to_string(i) + ".invalid:443", true).of(EgressResult::Unresolved);
+    EXPECT_EQ(flood.size(), EgressTally::kMaxRefusedKeys);
+    EXPECT_NE(flood.summary(0).find("\"(other)\", \"port\": 0, \"connections\": 0, \"refused\": 0, "
+                                    "\"unresolved\": " +
+                                    std::to_string(1000 - EgressTally::kMaxRefusedKeys)),
+              std::string::npos);
+}
+
+// The summary stays within kMaxSummary with the widest numbers in every count it writes.
+TEST(EgressLogTally, TheSummaryFitsItsCapWithTheLargestCounts)
+{
+    EgressTally tally;
+    const std::string long_name(253, 'a');
+    for (int i = 0; i < 400; ++i) {
+        EgressTally::Counts& counts = tally.at(std::to_string(i) + long_name.substr(3) + ":65535", false);
+        counts.allowed = counts.refused = counts.unresolved = counts.unreachable = counts.up = counts.down =
+            UINT64_MAX / 1024;
+    }
+    const std::string line = tally.summary(UINT64_MAX);
+    EXPECT_LE(line.size(), EgressTally::kMaxSummary);
+    EXPECT_NE(line.find("\"(other)\""), std::string::npos);
+    EXPECT_NE(line.find("\"dropped\": " + std::to_string(UINT64_MAX)), std::string::npos);
+}
+
 TEST(EgressLogTally, KeysAreCappedAndTheRestGoToOther)
 {
     EgressTally tally;

@@ -51,6 +51,18 @@ has SO_SNDBUF and SO_RCVBUF of 256 KiB, which the kernel doubles, and each
 Unix socket to the host a SO_SNDBUF of 512 KiB: a connection whose reader
 never reads holds at most 1 MiB of TCP and 1 MiB of Unix socket memory, and
 the bytes the relay itself holds are at most 64 MiB over all connections.
+.SH EGRESS LOG
+\fB\-\-egress\-log\fR writes one JSON line per \fB\-\-egress\fR connection,
+when its outcome is known: a refusal at once, a relayed connection when it
+ends. Its \fBtime\fR is when the line was written, so the lines are in the
+order of \fBtime\fR (unless the host's clock is set back); \fBtime\fR less
+\fBduration\-ms\fR is when the connection was accepted. Its \fBresult\fR is
+exactly one of \fBallowed\fR (relayed), \fBrefused\fR (the allowlist, the
+address rules or a bound said no, or the request was malformed or late),
+\fBunresolved\fR (the name did not resolve) and \fBunreachable\fR (allowed,
+but every connect failed); \fBreason\fR says why in words. The last line is a
+summary of each host and port, and of the results in all. docs/options.md
+lists every field.
 .SH FILES
 .TP
 .I /etc/apparmor.d/cocoon
