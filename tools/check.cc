@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <poll.h>
+#include <signal.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -18,6 +20,7 @@
 #include <linux/netlink.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -86,6 +89,60 @@ struct Report {
             runnable = false;
     }
 };
+
+// What `node --version` prints ("v22.21.0"), or "" when PATH has no node (or it says nothing
+// within 5 s: it is killed).
+std::string node_version()
+{
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) < 0)
+        return "";
+    UniqueFd reader(out[0]), writer(out[1]);
+    const pid_t pid = ::fork();
+    if (pid < 0)
+        return "";
+    if (pid == 0) {
+        const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (::dup2(writer.get(), STDOUT_FILENO) < 0 || null < 0 || ::dup2(null, STDERR_FILENO) < 0 ||
+            ::dup2(null, STDIN_FILENO) < 0)
+            ::_exit(127);
+        ::execlp("node", "node", "--version", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    writer.reset();
+    std::string text;
+    char buf[64];
+    for (pollfd p{reader.get(), POLLIN, 0}; text.size() < 64 && ::poll(&p, 1, 5000) == 1;) {
+        const ssize_t n = ::read(reader.get(), buf, sizeof buf);
+        if (n <= 0)
+            break;
+        text.append(buf, static_cast<size_t>(n));
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (text.empty() || text[0] != 'v')
+        return "";
+    return text.substr(0, text.find_first_of("\r\n"));
+}
+
+// Node reads HTTP_PROXY and friends for its own fetch and http only with NODE_USE_ENV_PROXY=1
+// (which --proxy-env sets), since 24.0 and 22.21; older Node (and 23) connects directly, which in
+// a sandbox without a network goes nowhere. Said, not needed: a program may read them itself.
+void check_node(Report& r)
+{
+    const std::string version = node_version();
+    if (version.empty())
+        return;
+    unsigned major = 0, minor = 0;
+    std::sscanf(version.c_str(), "v%u.%u", &major, &minor);
+    const bool reads = major >= 24 || (major == 22 && minor >= 21);
+    r.line(reads, "Node.js " + version + " on PATH reads the proxy variables (NODE_USE_ENV_PROXY=1)",
+           "Node before 22.21 (and 23) ignores the proxy variables: its fetch connects directly, so a Node "
+           "program that does not read them itself reaches nothing through --relay or --egress; run the agent "
+           "with Node 22.21 or later",
+           false);
+}
 
 }  // namespace
 
@@ -204,6 +261,7 @@ int run_check()
            "files, whatever its capabilities; without --cap-drop ALL it keeps root's capabilities too "
            "(SECURITY.md, \"A root caller's uid 0 is the host's\")",
            false);
+    check_node(r);
     std::printf("%s\n", r.runnable ? "a default sandbox can run here" : "a default sandbox cannot run here");
     return r.runnable ? 0 : 1;
 }

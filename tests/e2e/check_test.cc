@@ -1,4 +1,6 @@
 // cocoon --check: the report of what this host allows, and its exit code.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include "tests/e2e/e2e.h"
@@ -31,6 +33,35 @@ TEST(Check, ARootCallerIsToldToActAsAnotherUser)
     } else {
         EXPECT_TRUE(contains(r.out, "yes  an unprivileged caller\n")) << r.out;
     }
+}
+
+// The first node on PATH is asked its version: one before 22.21 (or 23) is named as ignoring the
+// proxy variables; 22.21 and later, 24 and later, are not; without node on PATH, no line.
+TEST(Check, NamesANodeThatIgnoresTheProxyVariables)
+{
+    TempDir dir;
+    const std::string node = dir / "node";
+    auto check_with = [&](const std::string& version) {
+        write_file(node, "#!/bin/sh\necho " + version + "\n");
+        ::chmod(node.c_str(), 0755);
+        return run({"/usr/bin/env", "PATH=" + dir.path() + ":/usr/bin:/bin", cocoon_bin(), "--check"});
+    };
+    for (const char* old : {"v20.19.2", "v22.20.0", "v23.11.1"}) {
+        Result r = check_with(old);
+        EXPECT_EQ(r.code, 0) << r.out << r.err;
+        EXPECT_TRUE(contains(r.out, std::string("no   Node.js ") + old +
+                                        " on PATH reads the proxy variables (NODE_USE_ENV_PROXY=1): Node before "
+                                        "22.21 (and 23) ignores the proxy variables"))
+            << r.out;
+    }
+    for (const char* recent : {"v22.21.0", "v24.0.0", "v25.2.1"}) {
+        Result r = check_with(recent);
+        EXPECT_TRUE(contains(r.out, std::string("yes  Node.js ") + recent +
+                                        " on PATH reads the proxy variables (NODE_USE_ENV_PROXY=1)\n"))
+            << r.out;
+    }
+    Result none = run({"/usr/bin/env", "PATH=" + dir.path() + "/nothing", cocoon_bin(), "--check"});
+    EXPECT_FALSE(contains(none.out, "Node.js")) << none.out;
 }
 
 // Inside a sandbox whose user namespaces are used up (--disable-userns), a
