@@ -3,8 +3,9 @@
 // HTTP); the monitor checks each target against --egress-allow, resolves it on the host, connects
 // to the address it checked, and hands both sockets to the relay engine. Runs in the monitor.
 //
-// The parts that decide (the request parser, the allowlist, the address classes) are pure
-// functions, unit-tested and fuzzed; Egress is the event loop around them.
+// The parts that decide (the request parser, relay/proxy_request.h; the allowlist and the address
+// classes, relay/egress_policy.h) are pure functions, unit-tested and fuzzed; Egress is the event
+// loop around them.
 #pragma once
 
 #include <netinet/in.h>
@@ -23,40 +24,12 @@
 #include "base/unique_fd.h"
 #include "relay/egress_log.h"
 #include "relay/egress_policy.h"
+#include "relay/proxy_request.h"
 
 namespace cocoon::relay {
 
 class Relay;
 class Resolver;
-
-// What a client asked for. forward: for plain HTTP, the head to send to the origin (origin-form
-// request line, the proxy's own headers removed, a Host header naming the URI's authority,
-// "Connection: close"); empty for CONNECT. body: for plain HTTP, the Content-Length; what the
-// client sends after those bytes never reaches the origin (one request per connection).
-struct ProxyRequest {
-    bool connect = false;
-    std::string host;  // lower case; an IPv6 literal without brackets
-    uint16_t port = 0;
-    std::string forward;
-    uint64_t body = 0;
-};
-
-enum class ParseResult { Incomplete, Ok, Bad };
-
-// The most a request head may take, with its blank line.
-constexpr size_t kMaxRequestHead = size_t{16} * 1024;
-// The largest plain HTTP body (Content-Length) passed on: the relay counts it in 32 bits.
-constexpr uint64_t kMaxBody = UINT32_MAX;
-
-// Parses the head at the start of `data` (the bytes received so far). Ok: `out` is filled and
-// `head_size` is where the head ends (what follows is the body, or the client's first TLS
-// bytes). Bad: `why` says what is wrong, for the 400 and the log, and `out` is untouched (no
-// name the client sent is counted or resolved). Never reads past data.
-// Security: a plain HTTP request is refused (Bad) when its Host header names another authority
-// than its URI (an allowed address asked for another site), when it has more than one Host or
-// Content-Length, or a Transfer-Encoding (its body's end could not be found without parsing
-// chunks, and what follows the body is not forwarded).
-ParseResult parse_proxy_request(std::string_view data, ProxyRequest& out, size_t& head_size, std::string& why);
 
 struct EgressOptions {
     std::vector<AllowRule> allow;
