@@ -1,15 +1,20 @@
 // Thin system call wrappers. Run in the monitor and in the sandbox's setup processes.
 #include "base/sys.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/resolve.h"
@@ -115,6 +120,40 @@ std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& c
             throw SysError(EFBIG, context);
         data.append(buf, static_cast<size_t>(n));
     }
+}
+
+std::vector<int> inheritable_fds()
+{
+    auto inheritable = [](int fd) {
+        int flags = ::fcntl(fd, F_GETFD);
+        return flags >= 0 && !(flags & FD_CLOEXEC);
+    };
+    std::vector<int> fds;
+    UniqueFd dir(::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) {
+        rlimit limit{};
+        const rlim_t end = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? std::min<rlim_t>(limit.rlim_cur, 65536) : 1024;
+        for (int fd = 3; static_cast<rlim_t>(fd) < end; ++fd)
+            if (inheritable(fd))
+                fds.push_back(fd);
+        return fds;
+    }
+    alignas(8) char buf[4096];
+    for (long n; (n = ::syscall(SYS_getdents64, dir.get(), buf, sizeof buf)) > 0;)
+        for (long at = 0; at < n;) {
+            // glibc's dirent64 is the kernel's linux_dirent64, field for field.
+            unsigned short reclen;
+            std::memcpy(&reclen, buf + at + offsetof(dirent64, d_reclen), sizeof reclen);
+            const char* name = buf + at + offsetof(dirent64, d_name);
+            at += reclen;
+            if (name[0] < '0' || name[0] > '9')
+                continue;  // . and ..
+            const int fd = static_cast<int>(std::strtol(name, nullptr, 10));
+            if (fd > 2 && fd != dir.get() && inheritable(fd))
+                fds.push_back(fd);
+        }
+    std::sort(fds.begin(), fds.end());
+    return fds;
 }
 
 std::vector<std::string> proc_stat_fields(const std::string& stat)

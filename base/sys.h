@@ -41,6 +41,11 @@ void write_file(const std::string& path, const std::string& data, int dirfd = AT
 // max_bytes, so a caller that passes /dev/zero gets an error, not an OOM.
 std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context);
 
+// The fds above 2 that are open without FD_CLOEXEC, ascending: what an exec would pass on. Listed
+// from /proc/self/fd (read with getdents64 into a stack buffer: nothing allocated but the result);
+// without a /proc, by F_GETFD on each number below RLIMIT_NOFILE's soft limit (at most 65,536).
+std::vector<int> inheritable_fds();
+
 // The fields of a /proc/PID/stat text from field 3 (state) on: [0] is field 3. The comm field
 // before them is the process's own choice (any bytes, parentheses too), so they are counted from
 // the last ')'. Empty for a text without one. Pure.

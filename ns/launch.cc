@@ -229,12 +229,15 @@ struct ExecImage {
     std::vector<std::string> env;
     std::vector<char*> argv, envp;
     const char* program = nullptr;
+    std::vector<int> inherited;  // SandboxFds::inherited: open in the command
 };
 
 // Enters the working directory (so PWD is known) and builds argv and envp.
-ExecImage prepare_exec(const LaunchPlan& plan)
+ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inherited)
 {
     ExecImage image;
+    for (const UniqueFd& fd : inherited)
+        image.inherited.push_back(fd.get());
     image.env = plan.env;
     enter_working_dir(plan, image.env);
     for (const std::string& arg : plan.argv)
@@ -283,13 +286,20 @@ ExecImage prepare_exec(const LaunchPlan& plan)
         assert_user_namespaces_disabled();
     apply_caps(plan.caps, plan.ambient_caps, bounding);
     set_no_new_privs();
-    // Security: only stdin, stdout and stderr cross into the sandbox, and
-    // `keep`; an inherited directory fd would be a way back into the host's
-    // tree, and the setup channel would let the command forge the monitor's
-    // messages.
+    // Security: the fds that cross into the sandbox are stdin, stdout and
+    // stderr, `keep`, and those the caller left inheritable for the command
+    // (as bwrap passes them: the caller's decision, taken by tools/entry.cc
+    // before cocoon opened anything). Nothing of cocoon's may follow them:
+    // the setup channel would let the command forge the monitor's messages,
+    // a directory fd of setup's would be a way back into the host's tree. So
+    // every fd is marked CLOEXEC here, whatever its own flag says, and only
+    // those named are unmarked.
     check(::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC), "close_range");
     if (keep)
         check(::fcntl(keep.fd.release(), F_SETFD, 0), keep.name);
+    for (int fd : image.inherited)
+        if (::fcntl(fd, F_SETFD, 0) < 0)
+            throw SysError(errno, "fcntl(F_SETFD) of inherited fd " + std::to_string(fd));
 
     environ = image.envp.data();  // execvp searches the command's PATH, not ours
     ::sigprocmask(SIG_SETMASK, &ctx.caller_mask, nullptr);
@@ -571,7 +581,7 @@ void release_command(int go)
                 go_read.reset(go[0]);
                 go_write.reset(go[1]);
             }
-            ExecImage image = prepare_exec(plan);
+            ExecImage image = prepare_exec(plan, fds.inherited);
             // Start-up speed: PID 2 shares PID 1's memory until its exec
             // (vfork), so neither the page tables of cocoon's image are
             // copied nor its pages copied on write: ~100 us of the start-up
@@ -610,7 +620,10 @@ void release_command(int go)
             // Security: the holder keeps only what it needs of the caller's
             // fds (bwrap's init does the same): a pipe or directory the
             // caller let slip through must not live on in a process that may
-            // outlive cocoon.
+            // outlive cocoon. The fds handed over to the command are its
+            // alone: a pipe's reader waiting for EOF sees it when the
+            // command closes its end, as under bwrap, whose init closes them.
+            fds.inherited.clear();
             proc_dir.reset();
             go_read.reset();
             // PID 1 holds no directory of the command's (prepare_exec entered
@@ -625,7 +638,7 @@ void release_command(int go)
         // 13. Otherwise this process becomes the command, and the one that
         // keeps --sync-fd.
         step = "13 (exec)";
-        ExecImage image = prepare_exec(plan);
+        ExecImage image = prepare_exec(plan, fds.inherited);
         exec_command(plan, ctx, image, proc_dir.get(), std::move(fds.sync));
     } catch (const std::exception& e) {
         send_message(sock, error_message(e, std::string(step)));

@@ -91,8 +91,9 @@ struct MonitorFds {
 };
 
 // The caller's fds that the sandbox uses. Each has one user; the monitor
-// closes its copies once the first process exists. Only `sync` ever reaches
-// the command, and only with --as-pid-1 (where the command is PID 1).
+// closes its copies once the first process exists. Of those options name,
+// only `sync` ever reaches the command, and only with --as-pid-1 (where the
+// command is PID 1); `inherited` are the ones no option names.
 struct SandboxFds {
     CallerFd sync;  // --sync-fd: held by PID 1 while the sandbox runs
     CallerFd block;  // --block-fd: waited on by the first process after setup
@@ -101,6 +102,10 @@ struct SandboxFds {
     CallerFd pidns;  // --pidns: joined by the helper before the first process is made
     CallerFd userns2;  // --userns2: joined by the first process after setup
     mount::Fds mount;  // --file, --bind-data, --bind-fd, ...: consumed by mount::apply
+    // Every fd above 2 that the caller left open without FD_CLOEXEC and no
+    // option names (none with --close-fds): a handover, as under bwrap. The
+    // command gets each at its number; PID 1 closes its copies.
+    std::vector<UniqueFd> inherited;
 };
 
 // Every caller fd cocoon uses, owned from tools/entry.cc on.

@@ -536,6 +536,8 @@ constexpr Spec kExtensionSpecs[] = {
      [](Options& o, const V&) { o.process.default_seccomp = false; }},
     {"no-follow-sources", "", "Refuse a host source path (bind, overlay) that goes through a symlink",
      flag<&Options::no_follow_sources>},
+    {"close-fds", "", "Close every inherited fd in the command but 0-2 and those options name",
+     flag<&Options::close_fds>},
     {"kill-after", "SECONDS", "SIGKILL the sandbox SECONDS after a stop signal reached cocoon",
      [](Options& o, const V& a) { o.process.kill_after = parse_seconds("--kill-after", a[0]); }},
     {"cgroup-parent", "DIR", "Run the sandbox in a new cgroup under DIR, a cgroup v2 directory cocoon may write",

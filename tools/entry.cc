@@ -74,10 +74,15 @@ HostFacts read_host(const Options& o)
 
 // Takes over every caller fd the options name, once. Each must be open, and a
 // namespace fd of the right type: refused here, before any process or mount
-// exists. From here on each is a UniqueFd with one owner.
+// exists. From here on each is a UniqueFd with one owner. Then the fds the
+// caller left inheritable that no option names: handed to the command, as
+// bwrap does, or closed now (--close-fds).
 ns::CallerFds take_caller_fds(const Options& o)
 {
     const ns::FdNumbers& n = o.fds;
+    // Listed first, before this function makes copies (CLOEXEC, as every fd
+    // of cocoon's is, so they could not be listed anyway).
+    const std::vector<int> inheritable = sys::inheritable_fds();
     for (auto [fd, name] : {std::pair{n.info, "--info-fd"},
                             {n.json_status, "--json-status-fd"},
                             {n.egress_log, "--egress-log"},
@@ -123,6 +128,26 @@ ns::CallerFds take_caller_fds(const Options& o)
     fds.sandbox.userns = take(n.userns, "--userns");
     fds.sandbox.userns2 = take(n.userns2, "--userns2");
     fds.sandbox.pidns = take(n.pidns, "--pidns");
+
+    // Security: an fd the caller left open across its exec of cocoon is one
+    // it means the sandbox to have (Codex hands over its proxy sockets so),
+    // and bwrap passes each on: the command gets it at its number. Only
+    // these: every fd of cocoon's own is CLOEXEC, and the command marks every
+    // fd but these CLOEXEC again before its exec (exec_command), so none can
+    // follow them. An fd an option names is that option's (see SandboxFds):
+    // `taken` holds those above 2, and the parser has closed the seccomp
+    // programs' (and --args') fds already.
+    std::set<int> named(taken);
+    for (const SeccompInput& s : o.seccomp)
+        named.insert(s.fd);
+    for (int fd : inheritable)
+        if (!named.count(fd)) {
+            // --close-fds: closed by the monitor at once, so not even the
+            // sandbox's setup holds them, nor the monitor while it runs.
+            UniqueFd owned(fd);
+            if (!o.close_fds)
+                fds.sandbox.inherited.push_back(std::move(owned));
+        }
     return fds;
 }
 

@@ -46,6 +46,7 @@ struct Options {
     std::vector<SeccompInput> seccomp;  // --seccomp (the last one) or every --add-seccomp-fd
     bool level_prefix = false;  // --level-prefix
     bool no_follow_sources = false;  // --no-follow-sources
+    bool close_fds = false;  // --close-fds: no inherited fd but 0-2 and the options' reaches the command
 
     // Said on stderr, prefixed like errors, when the options are used (bwrap
     // warns about a repeated --seccomp, for one).

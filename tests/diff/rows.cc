@@ -242,6 +242,12 @@ const std::vector<Row>& rows()
          .options = cat({kOwnProc, {"--bind", "{T}", "/t", "--lock-file", "/t/lock"}}),
          .command = probe({"lock:/t/lock"})},
         {.name = "sync_fd", .options = cat({kOwnProc, {"--sync-fd", "5"}}), .fds = {{5, Fd::Data, ""}}},
+        // fds no option names, left open across the exec of bwrap: the command gets them.
+        {.name = "inherited_fds", .options = kOwnProc, .fds = {{4, Fd::Data, "x"}, {6, Fd::Path, "{T}/dir"}}},
+        {.name = "inherited_fds_as_pid_1",
+         .options = cat({kOwnProc, {"--as-pid-1", "--sync-fd", "5"}}),
+         .fds = {{4, Fd::Data, "x"}, {5, Fd::Data, ""}, {6, Fd::Path, "{T}/dir"}}},
+        {.name = "inherited_fds_no_pid_ns", .options = kHostProc, .fds = {{4, Fd::Data, "x"}}},
         {.name = "block_fd", .options = cat({kOwnProc, {"--block-fd", "5"}}), .fds = {{5, Fd::Data, "x"}}},
         {.name = "info_fd", .options = cat({kOwnProc, {"--info-fd", "5"}}), .fds = {{5, Fd::Output}}},
         {.name = "info_fd_all",

@@ -26,6 +26,7 @@
 
 #include "base/unique_fd.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/fd_support.h"
 #include "tests/support/bwrap.h"
 #include "tests/support/refusal.h"
 
@@ -34,152 +35,6 @@ namespace {
 
 using namespace std::string_literals;
 using namespace std::chrono_literals;
-
-// A pipe whose read end holds `data` and whose write end is closed, so a
-// reader gets data then EOF (data must fit in the pipe buffer).
-UniqueFd pipe_holding(const std::string& data)
-{
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) < 0)
-        throw std::runtime_error("pipe2");
-    UniqueFd read_end(p[0]), write_end(p[1]);
-    if (::write(write_end.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size()))
-        throw std::runtime_error("write to pipe");
-    return read_end;
-}
-
-struct Pipe {
-    UniqueFd read, write;
-    Pipe()
-    {
-        int p[2];
-        if (::pipe2(p, O_CLOEXEC) < 0)
-            throw std::runtime_error("pipe2");
-        read.reset(p[0]);
-        write.reset(p[1]);
-    }
-};
-
-// argv started in the background, stdin /dev/null, output captured. Each
-// {target, source} pair puts this process's fd `source` at `target` in the
-// child; every other fd above 2 is closed, so an fd number not given is
-// certainly closed there.
-class Background {
-public:
-    Background(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds = {})
-    {
-        int out[2], err[2];
-        if (::pipe2(out, O_CLOEXEC) < 0 || ::pipe2(err, O_CLOEXEC) < 0)
-            throw std::runtime_error("pipe2");
-        m_pid = ::fork();
-        if (m_pid == 0) {
-            int null = ::open("/dev/null", O_RDONLY);
-            ::dup2(null, 0);
-            ::dup2(out[1], 1);
-            ::dup2(err[1], 2);
-            std::vector<int> high;
-            for (auto [target, source] : fds)
-                high.push_back(::fcntl(source, F_DUPFD, 500));
-            ::close_range(3, 499, 0);
-            for (size_t i = 0; i < fds.size(); ++i)
-                ::dup2(high[i], fds[i].first);
-            ::close_range(500, ~0U, 0);
-            std::vector<char*> args;
-            for (const std::string& a : argv)
-                args.push_back(const_cast<char*>(a.c_str()));
-            args.push_back(nullptr);
-            ::execv(args[0], args.data());
-            ::_exit(127);
-        }
-        ::close(out[1]);
-        ::close(err[1]);
-        m_out.reset(out[0]);
-        m_err.reset(err[0]);
-    }
-
-    ~Background()
-    {
-        if (!m_reaped) {
-            ::kill(m_pid, SIGKILL);
-            ::waitpid(m_pid, nullptr, 0);
-        }
-    }
-
-    pid_t pid() const { return m_pid; }
-
-    bool running()
-    {
-        if (!m_reaped && ::waitpid(m_pid, &m_status, WNOHANG) == m_pid)
-            m_reaped = true;
-        return !m_reaped;
-    }
-
-    // Output until both pipes reach EOF, then the exit code.
-    Result finish(int timeout_ms = 20000)
-    {
-        Result r;
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-        pollfd fds[2] = {{m_out.get(), POLLIN, 0}, {m_err.get(), POLLIN, 0}};
-        for (int open = 2; open > 0;) {
-            auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) {
-                ADD_FAILURE() << "timed out";
-                ::kill(m_pid, SIGKILL);
-                break;
-            }
-            if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR)
-                break;
-            for (int i = 0; i < 2; ++i) {
-                if (fds[i].fd < 0 || !fds[i].revents)
-                    continue;
-                char buf[4096];
-                ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-                if (n > 0) {
-                    (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(n));
-                } else {
-                    fds[i].fd = -1;
-                    --open;
-                }
-            }
-        }
-        if (!m_reaped)
-            ::waitpid(m_pid, &m_status, 0);
-        m_reaped = true;
-        r.code = WIFEXITED(m_status) ? WEXITSTATUS(m_status) : 128 + WTERMSIG(m_status);
-        return r;
-    }
-
-private:
-    pid_t m_pid = -1;
-    int m_status = 0;
-    bool m_reaped = false;
-    UniqueFd m_out, m_err;
-};
-
-std::vector<std::string> cocoon_argv(const std::vector<std::string>& options, const std::vector<std::string>& command)
-{
-    return args({{cocoon_bin()}, minimal_root(), options, command});
-}
-
-// Waits (up to 10 s) until pred() holds.
-template <typename Pred> bool eventually(Pred pred)
-{
-    for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
-        if (pred())
-            return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return pred();
-}
-
-// Shell that prints "fd-open" if fd is open in the command (for reading with
-// '<', writing with '>'); /proc may not be mountable (no PID namespace).
-std::string fd_open_test(int fd, char direction)
-{
-    // stderr closed in a subshell: the shell's complaint needs no /dev/null.
-    return "(exec 2>&-; true " + std::string(1, direction) + "&" + std::to_string(fd) + ") && echo fd-open; true";
-}
 
 // A compiled filter, as seccomp_export_bpf writes it: allow everything except
 // `syscalls`, which fail with `err`.
@@ -212,14 +67,6 @@ std::string symlink_filter()
     return compile_filter({SCMP_SYS(symlink), SCMP_SYS(symlinkat)}, EACCES);
 }
 
-// The pipe inode of fd, as /proc/PID/fd links name it.
-std::string pipe_name(int fd)
-{
-    struct stat st;
-    ::fstat(fd, &st);
-    return "pipe:[" + std::to_string(st.st_ino) + "]";
-}
-
 bool process_holds(pid_t pid, const std::string& link)
 {
     std::error_code ec;
@@ -227,12 +74,6 @@ bool process_holds(pid_t pid, const std::string& link)
         if (std::filesystem::read_symlink(entry.path(), ec).string() == link)
             return true;
     return false;
-}
-
-bool hung_up(int fd)
-{
-    pollfd pfd{fd, POLLIN, 0};
-    return ::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
 }
 
 // Writes a /proc file in one write(2), as the kernel wants id maps written.
@@ -344,7 +185,7 @@ TEST(Seccomp, Refusals)
     UniqueFd empty = pipe_holding("");
     expect_refused(Background(cocoon_argv({"--add-seccomp-fd", "5"}, {"true"}), {{5, empty.get()}}).finish(),
                    {"--add-seccomp-fd 5", "0 bytes"});
-    UniqueFd huge = pipe_holding(std::string(4097 * 8, '\0'));
+    UniqueFd huge = pipe_holding(std::string(size_t{4097} * 8, '\0'));
     expect_refused(Background(cocoon_argv({"--seccomp", "5"}, {"true"}), {{5, huge.get()}}).finish(),
                    {"--seccomp 5", "4096 instructions"});
     expect_refused(Background(cocoon_argv({"--seccomp", "7"}, {"true"})).finish(),
@@ -480,23 +321,22 @@ TEST(SyncFd, OutlivesAKilledCocoon)
     EXPECT_TRUE(eventually([&] { return hung_up(sync.read.get()); }));
 }
 
-// A caller's fd that no option names: cocoon holds it (it was inherited), the
-// command does not (only 0-2 cross), and neither does the sandbox's PID 1, so
-// once cocoon is gone nothing holds it, though the sandbox runs on.
+// A caller's fd that no option names is handed to the command (fd_handover_test.cc), and kept
+// by neither cocoon nor the sandbox's PID 1, which keeps only the sync fd: once the command has
+// closed it, nothing holds it, though the sandbox runs on, cocoon killed or not.
 TEST(SyncFd, PidOneKeepsNoOtherCallerFd)
 {
     TempDir out;
     Pipe sync, stray;
     Background b(cocoon_argv({"--unshare-pid", "--bind", out.path(), "/out", "--sync-fd", "5"},
-                             sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
+                             sh("exec 6>&-; touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
                  {{5, sync.write.get()}, {6, stray.write.get()}});
     sync.write.reset();
     stray.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); }));
-    EXPECT_FALSE(hung_up(stray.read.get()));  // cocoon holds it
+    EXPECT_TRUE(eventually([&] { return hung_up(stray.read.get()); })) << "fd 6 is held outside the command";
     ::kill(b.pid(), SIGKILL);
     ASSERT_TRUE(eventually([&] { return !b.running(); }));
-    EXPECT_TRUE(eventually([&] { return hung_up(stray.read.get()); })) << "the sandbox still holds fd 6";
     EXPECT_FALSE(hung_up(sync.read.get()));  // the sync fd it keeps
     write_file(out / "go", "");
     EXPECT_TRUE(eventually([&] { return hung_up(sync.read.get()); }));

@@ -366,19 +366,13 @@ TEST_F(HostUser, TheRecipeRunsAsTheUser)
                                "head -n 1"
                                "; echo made > made; echo v3 > " +
                                dest + ".tmp; mv " + dest + ".tmp " + dest;
-    const std::vector<std::string> recipe{"--no-follow-sources",
-                                          "--unshare-all",
-                                          "--die-with-parent",
-                                          "--new-session",
-                                          "--forward-signals",
-                                          "--kill-after",
-                                          "10",
-                                          "--json-status-fd",
-                                          "3",
-                                          "--host-user",
-                                          kUser,
-                                          "--cap-drop",
-                                          "ALL"};
+    const std::vector<std::string> recipe{"--no-follow-sources", "--unshare-all",
+                                          "--die-with-parent",   "--new-session",
+                                          "--close-fds",         "--forward-signals",
+                                          "--kill-after",        "10",
+                                          "--json-status-fd",    "3",
+                                          "--host-user",         kUser,
+                                          "--cap-drop",          "ALL"};
     const std::vector<std::string> mounts{"--ro-bind", "/etc",    "/etc", "--proc",       "/proc", "--dev",
                                           "/dev",      "--tmpfs", "/tmp", "--fresh-home", home};
     const std::vector<std::string> agent{"--login-file", state / "login.json", dest,        "--bind",    wt.path(),

@@ -23,6 +23,13 @@ It accepts the command line of bubblewrap (bwrap); installed or linked as
 \fBbwrap\fR, its messages start with "bwrap: ". Errors are one line; the exit
 status is the command's, 128+N if signal N ended it, and 1 if the sandbox
 could not be set up.
+.PP
+As with bwrap, each file descriptor above 2 that the caller left open without
+close-on-exec, and that no option names, reaches COMMAND at the same number
+(a socket or pipe handed over on purpose); cocoon and the sandbox's PID 1 keep
+no copy. \fB\-\-close\-fds\fR closes them instead. An fd that an option
+names is that option's: only \fB\-\-sync\-fd\fR with \fB\-\-as\-pid\-1\fR
+reaches COMMAND. No descriptor of cocoon's own ever does.
 .SH OPTIONS
 HEAD
 # Each "    --name ARGS   help" line becomes a tagged paragraph; the line
