@@ -273,7 +273,8 @@ TEST_F(Escape, InheritedFdsCrossOnlyWithoutCloseFds)
     // Whatever else the test's own caller left inheritable crosses too, so 7 and 8 are looked for.
     auto plain = run_with_fds({});
     const std::string fds = " " + plain["fds"] + " ";
-    EXPECT_TRUE(contains(fds, " 0 1 2 7 8 ")) << fds;
+    for (const char* fd : {" 0 1 2 ", " 7 ", " 8 "})
+        EXPECT_TRUE(contains(fds, fd)) << fd << " not in" << fds;
     EXPECT_EQ(plain["fstat_7"], "ok");
     auto closed = run_with_fds({"--close-fds"});
     EXPECT_EQ(closed["fds"], "0 1 2");
