@@ -1,4 +1,4 @@
-// The buffers and pipes the relay moves bytes through. Runs in the monitor.
+// The buffers and pipes the relay moves bytes through. Runs in the confined relay worker.
 #include "relay/buffer_pool.h"
 
 #include <fcntl.h>

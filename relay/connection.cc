@@ -1,4 +1,4 @@
-// The pumps of one relayed connection. Runs in the monitor.
+// The pumps of one relayed connection. Runs in the confined relay worker.
 // Security: the bytes come from the sandbox and are untrusted; the relay moves them between two
 // sockets and never parses, logs or acts on them.
 //

@@ -1,5 +1,5 @@
 // --egress: the request parser and the handshake loop (the decisions are in egress_policy.cc, the
-// log in egress_log.cc). Runs in the monitor.
+// log in egress_log.cc). Runs in the confined relay worker (relay/worker.h).
 // Security: everything a client sends is hostile. The head is read into a buffer capped at
 // kMaxRequestHead, with a deadline; the parser looks only at the bytes it was given; a name is
 // resolved on the host and the monitor connects to the very address it checked (no second

@@ -1,7 +1,8 @@
-// --egress PORT: an HTTP proxy inside the monitor. The sandbox's clients speak HTTP proxy to
+// --egress PORT: an HTTP proxy outside the sandbox. The sandbox's clients speak HTTP proxy to
 // 127.0.0.1:PORT and [::1]:PORT (CONNECT host:port for HTTPS, absolute-URI requests for plain
-// HTTP); the monitor checks each target against --egress-allow, resolves it on the host, connects
-// to the address it checked, and hands both sockets to the relay engine. Runs in the monitor.
+// HTTP); the proxy checks each target against --egress-allow, resolves it on the host, connects
+// to the address it checked, and hands both sockets to the relay engine. Runs in the confined
+// relay worker (relay/worker.h).
 //
 // The parts that decide (the request parser, relay/proxy_request.h; the allowlist and the address
 // classes, relay/egress_policy.h) are pure functions, unit-tested and fuzzed; Egress is the event

@@ -1,5 +1,5 @@
 // --egress-log: the JSON text of its lines, the per-host tally behind the summary, and the
-// writer that never blocks the monitor. Runs in the monitor (the caller's rights).
+// writer that never blocks the relay. Runs in the confined relay worker, which holds no right.
 #pragma once
 
 #include <cstddef>

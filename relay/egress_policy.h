@@ -1,6 +1,6 @@
 // --egress's decisions, as pure functions: the allowlist parsed once from --egress-allow, the
 // address classes, and which of the addresses a name resolved to may be reached. No system
-// calls; unit-tested and fuzzed. Runs in the monitor (the caller's rights).
+// calls; unit-tested and fuzzed. Runs in the confined relay worker.
 #pragma once
 
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
 // The relay engine: TCP listeners from the sandbox's network namespace, each accepted connection
-// relayed byte for byte to a new connection to a host Unix socket. Runs in the monitor (outside).
+// relayed byte for byte to a new connection to a host Unix socket. Runs in the confined relay worker (relay/worker.h).
 #pragma once
 
 #include <atomic>
@@ -106,7 +106,7 @@ public:
 // others wait: a sandbox can only slow itself.
 // fds: two per connection, two per pipe lent or spare, three of its own.
 // Not thread-safe: one thread calls everything but connection_count(). splice(2) raises SIGPIPE
-// when the proxy is gone: the process must ignore SIGPIPE (the monitor does) unless
+// when the proxy is gone: the process must ignore SIGPIPE (the relay worker does) unless
 // splice_upload is false. It leaves signal dispositions alone.
 class Relay {
 public:

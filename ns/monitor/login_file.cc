@@ -557,7 +557,7 @@ void LoginFiles::check_source(Entry& e)
 }
 
 // Files this thread makes belong to uid and gid while it lives (setfsuid and
-// setfsgid are per thread: the resolver's thread is not affected).
+// setfsgid are per thread).
 class FilesOwnedBy {
 public:
     FilesOwnedBy(uid_t uid, gid_t gid)
