@@ -6,11 +6,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/kcmp.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +22,8 @@
 
 #include "base/sys.h"
 #include "ns/monitor/cgroup.h"
+#include "ns/monitor/usage_cpu.h"
+#include "ns/monitor/usage_vm.h"
 #include "ns/channel.h"
 
 namespace cocoon::ns {
@@ -158,11 +158,34 @@ uint64_t UsageMeter::measure_memory(std::vector<std::pair<pid_t, uint64_t>>& dis
     return memory;
 }
 
+namespace {
+
+// Appends the children of every thread of the process at proc_dir, not only of its main one.
+void add_children(int proc_dir, std::vector<pid_t>& todo)
+{
+    UniqueFd task(::openat(proc_dir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* threads = task.valid() ? ::fdopendir(task.get()) : nullptr;
+    if (!threads)
+        return;
+    (void)task.release();  // the DIR's now
+    for (dirent* tid; (tid = ::readdir(threads));)
+        if (tid->d_name[0] != '.')
+            add_pids(read_small(::dirfd(threads), (std::string(tid->d_name) + "/children").c_str(), 1 << 20), todo);
+    ::closedir(threads);
+}
+
+UniqueFd open_proc(pid_t pid)
+{
+    return UniqueFd(::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
+
+}  // namespace
+
 void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
 {
     // Past this much CPU a tick measures no further PSS (a walk of every mapping of a
-    // process) and the thread walk stops: a sandbox of many processes, threads or mappings
-    // cannot make one tick long, however slow the host.
+    // process), compares no further address spaces and the thread walk stops: a sandbox of
+    // many processes, threads or mappings cannot make one tick long, however slow the host.
     constexpr double kTickBudget = 0.02;
     // Bounded: a sandbox that forks faster than this walks is sampled in part.
     constexpr size_t kMostProcesses = 100000;
@@ -175,57 +198,33 @@ void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
     const bool listed = cgroup >= 0 && cgroup_pids(cgroup, todo);
     if (!listed)
         todo = {pid1};
-    uint64_t tasks = 0, user_ticks = 0, system_ticks = 0;
-    // One per address space: processes that share one (clone(CLONE_VM) without CLONE_THREAD:
-    // vfork, posix_spawn until the exec) have one PSS between them, each seeing all of it.
-    // Such processes read the same statm, so kcmp(KCMP_VM) compares only those.
-    std::map<std::string, std::vector<pid_t>> address_spaces;
-    std::vector<std::pair<pid_t, uint64_t>> distinct;  // a process per address space, its RSS
+    bool complete = todo.size() <= kMostProcesses;
+    std::vector<ProcessSample> seen;
     for (size_t i = 0; i < todo.size() && i < kMostProcesses; ++i) {
-        const pid_t pid = todo[i];
-        const UniqueFd proc(::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (!proc.valid())
+        const UniqueFd proc = open_proc(todo[i]);
+        std::optional<ProcessSample> p = proc.valid() ? read_process(proc.get(), todo[i]) : std::nullopt;
+        if (!p)
+            continue;  // gone meanwhile
+        seen.push_back(*p);
+        if (listed)
             continue;
-        const std::string statm = read_small(proc.get(), "statm", 256);
-        std::vector<pid_t>& same = address_spaces[statm];
-        if (std::none_of(same.begin(), same.end(),
-                         [&](pid_t other) { return ::syscall(SYS_kcmp, other, pid, KCMP_VM, 0, 0) == 0; })) {
-            same.push_back(pid);
-            uint64_t size = 0, resident = 0;
-            std::istringstream(statm) >> size >> resident;
-            distinct.emplace_back(pid, resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
-        }
-        // Threads, and CPU: the process's own and what it reaped (cutime, cstime), so the sum
-        // over the tree holds every process of it that was reaped inside, also those the end
-        // kills (which no wait of the monitor's ever counts).
-        const std::vector<std::string> fields = sys::proc_stat_fields(read_small(proc.get(), "stat", 4096));
-        if (fields.size() >= 18) {
-            auto number = [&](size_t field) { return std::strtoull(fields[field - 3].c_str(), nullptr, 10); };
-            user_ticks += number(14) + number(16);
-            system_ticks += number(15) + number(17);
-            tasks += number(20);
-        }
-        if (listed || over_budget())
-            continue;
-        // Children of every thread, not only of the main one.
-        UniqueFd task(::openat(proc.get(), "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        DIR* threads = task.valid() ? ::fdopendir(task.get()) : nullptr;
-        if (!threads)
-            continue;
-        (void)task.release();  // the DIR's now
-        for (dirent* tid; (tid = ::readdir(threads));)
-            if (tid->d_name[0] != '.')
-                add_pids(read_small(::dirfd(threads), (std::string(tid->d_name) + "/children").c_str(), 1 << 20), todo);
-        ::closedir(threads);
+        if (over_budget())
+            complete = false;  // its children are not read
+        else
+            add_children(proc.get(), todo);
+        complete = complete && todo.size() <= kMostProcesses;
     }
-    const uint64_t memory = measure_memory(distinct, over_budget);
-    m_memory_peak = std::max(m_memory_peak, memory);
+    // CPU: each process's own and what it reaped, and what left the tree uncounted.
+    m_cpu.add(seen, complete, [](pid_t pid) {
+        const UniqueFd proc = open_proc(pid);
+        return proc.valid() ? read_process(proc.get(), pid) : std::nullopt;
+    });
+    uint64_t tasks = 0;
+    for (const ProcessSample& p : seen)
+        tasks += p.tasks;
+    std::vector<std::pair<pid_t, uint64_t>> distinct = m_address_spaces.distinct(seen, over_budget);
+    m_memory_peak = std::max(m_memory_peak, measure_memory(distinct, over_budget));
     m_tasks_peak = std::max(m_tasks_peak, tasks);
-    const uint64_t tick_us = 1000000 / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
-    if ((user_ticks + system_ticks) * tick_us > m_sampled_user_us + m_sampled_system_us) {
-        m_sampled_user_us = user_ticks * tick_us;
-        m_sampled_system_us = system_ticks * tick_us;
-    }
     sample_tmpfs();
     m_spent += thread_cpu_seconds() - started;
 }
@@ -267,11 +266,15 @@ Usage UsageMeter::finish()
     ::getrusage(RUSAGE_CHILDREN, &after);
     u.cpu_user_us = micros(after.ru_utime) - std::min(m_user_us, micros(after.ru_utime));
     u.cpu_system_us = micros(after.ru_stime) - std::min(m_system_us, micros(after.ru_stime));
-    // A PID 1 killed (--kill-after, a signal) takes its killed processes' CPU with it: the
-    // samples' figure is the floor.
-    if (m_sampled_user_us + m_sampled_system_us > u.cpu_user_us + u.cpu_system_us) {
-        u.cpu_user_us = m_sampled_user_us;
-        u.cpu_system_us = m_sampled_system_us;
+    // What the monitor reaped holds what reached PID 1's waits; what left the tree uncounted
+    // (ns/monitor/usage_cpu.h) comes on top. A PID 1 killed (--kill-after, a signal) takes its
+    // killed processes' CPU with it: the samples' figure is the floor.
+    const uint64_t tick_us = 1000000 / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+    u.cpu_user_us += m_cpu.lost_user() * tick_us;
+    u.cpu_system_us += m_cpu.lost_system() * tick_us;
+    if ((m_cpu.user() + m_cpu.system()) * tick_us > u.cpu_user_us + u.cpu_system_us) {
+        u.cpu_user_us = m_cpu.user() * tick_us;
+        u.cpu_system_us = m_cpu.system() * tick_us;
     }
     // The largest single process's peak is a floor the samples may have missed.
     u.memory_peak_bytes = std::max(m_memory_peak, static_cast<uint64_t>(after.ru_maxrss) * 1024);

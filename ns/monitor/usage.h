@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "ns/monitor/usage_cpu.h"
+#include "ns/monitor/usage_vm.h"
 
 namespace cocoon::ns {
 
@@ -73,8 +75,8 @@ private:
     uint64_t m_user_us = 0, m_system_us = 0;
     uint64_t m_memory_peak = 0, m_tasks_peak = 0, m_tmpfs_peak = 0;
     double m_spent = 0;  // CPU seconds the samples took, all together
-    // The CPU of the sampled tree (own and reaped, /proc/PID/stat), at the sample that saw most.
-    uint64_t m_sampled_user_us = 0, m_sampled_system_us = 0;
+    CpuLedger m_cpu;  // the sampled tree's CPU, per process
+    AddressSpaces m_address_spaces;  // a process per address space
     std::vector<UniqueFd> m_tmpfs;
     // The PSS each address space had when last measured (by a process of it), and the tick.
     struct Measured {

@@ -1,0 +1,119 @@
+// The sampled path's CPU, per process (ns/monitor/usage_cpu.h). Run by the monitor, which reads
+// the sandbox's /proc files with whatever privilege its caller has; a read that fails means the
+// process is gone.
+#include "ns/monitor/usage_cpu.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "base/sys.h"
+#include "base/unique_fd.h"
+
+namespace cocoon::ns {
+namespace {
+
+std::string read_text(int dirfd, const char* path)
+{
+    UniqueFd fd(::openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    std::string text;
+    if (!fd.valid())
+        return text;
+    char buf[1024];
+    for (ssize_t n; text.size() < 4096 && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<size_t>(n));
+    return text;
+}
+
+}  // namespace
+
+std::optional<ProcessSample> read_process(int proc_dir, pid_t pid)
+{
+    // Fields counted from the last ')': the comm is the command's to choose.
+    const std::vector<std::string> fields = sys::proc_stat_fields(read_text(proc_dir, "stat"));
+    if (fields.size() < 26)
+        return std::nullopt;
+    auto number = [&](size_t field) { return std::strtoull(fields[field - 3].c_str(), nullptr, 10); };
+    ProcessSample p;
+    p.pid = pid;
+    p.user = number(14);
+    p.system = number(15);
+    p.reaped_user = number(16);
+    p.reaped_system = number(17);
+    p.tasks = number(20);
+    p.start = number(22);
+    p.layout = {number(26), number(27), number(28)};
+    const std::string statm = read_text(proc_dir, "statm");
+    const char* resident = std::strchr(statm.c_str(), ' ');
+    if (resident)
+        p.rss = std::strtoull(resident, nullptr, 10) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    return p;
+}
+
+void CpuLedger::add(const std::vector<ProcessSample>& sampled, bool complete,
+                    const std::function<std::optional<ProcessSample>(pid_t)>& reread)
+{
+    std::map<pid_t, ProcessSample> now;
+    for (const ProcessSample& p : sampled)
+        now.emplace(p.pid, p);
+    if (complete) {
+        // Gone since the last sample: what they had used and reaped. Still there (or new): how
+        // much more they have reaped since, which holds the gone ones' time if they were waited
+        // for.
+        uint64_t gone_user = 0, gone_system = 0, more_user = 0, more_system = 0;
+        for (const auto& [pid, last] : m_last) {
+            if (now.count(pid))
+                continue;  // the PID's process now; if another one, the last is gone below
+            if (std::optional<ProcessSample> alive = reread(pid); alive && alive->start == last.start) {
+                now.emplace(pid, *alive);  // left the tree, not the machine: still the sandbox's
+                continue;
+            }
+            gone_user += last.user + last.reaped_user;
+            gone_system += last.system + last.reaped_system;
+        }
+        for (const auto& [pid, p] : now) {
+            auto it = m_last.find(pid);
+            const bool same = it != m_last.end() && it->second.start == p.start;
+            if (it != m_last.end() && !same) {  // the PID was reused
+                gone_user += it->second.user + it->second.reaped_user;
+                gone_system += it->second.system + it->second.reaped_system;
+            }
+            more_user += p.reaped_user - (same ? std::min(it->second.reaped_user, p.reaped_user) : 0);
+            more_system += p.reaped_system - (same ? std::min(it->second.reaped_system, p.reaped_system) : 0);
+        }
+        m_lost_user += gone_user - std::min(gone_user, more_user);
+        m_lost_system += gone_system - std::min(gone_system, more_system);
+        m_last = std::move(now);
+    } else {
+        // A partial sample judges nobody gone: it only brings those it read up to date, and
+        // adds new ones while the table is within its bound (a walk that never completes must
+        // not grow it with every PID the sandbox ever used).
+        for (auto& [pid, p] : now)
+            if (auto it = m_last.find(pid); it != m_last.end())
+                it->second = p;
+            else if (m_last.size() < kMostKept)
+                m_last.emplace(pid, p);
+    }
+    uint64_t user = m_lost_user, system = m_lost_system;
+    // A complete sample's table is what it found and what left the tree alive; a partial one's
+    // own processes are all it can vouch for.
+    auto add_up = [&](const ProcessSample& p) {
+        user += p.user + p.reaped_user;
+        system += p.system + p.reaped_system;
+    };
+    if (complete)
+        for (const auto& [pid, p] : m_last)
+            add_up(p);
+    else
+        std::for_each(sampled.begin(), sampled.end(), add_up);
+    if (user + system > m_user + m_system) {
+        m_user = user;
+        m_system = system;
+    }
+}
+
+}  // namespace cocoon::ns
