@@ -165,7 +165,7 @@ void Relay::on_listener(uint32_t index)
     }
     for (size_t i = 0; i < clients.size(); ++i) {
         // Clients that wait keep their order: new ones queue behind them.
-        const int err = m_waiting.empty() && !m_probing ? listener.target->connect(sockets[i]) : EAGAIN;
+        const int err = m_waiting.empty() && m_retrying == 0 ? listener.target->connect(sockets[i]) : EAGAIN;
         if (err == EINPROGRESS)
             m_pending.push_back({index, std::move(clients[i]), false, {}});
         else
@@ -271,12 +271,13 @@ void Relay::on_timer()
 // with EAGAIN ends the round (the backlog is full: the rest would be refused too) and the next
 // round waits twice as long; one that connects resets the wait. A client past its
 // connect_retry_total, or refused otherwise, is closed with an RST and reported. A target in
-// another process answers later: its answer (connected()) goes on with the round.
+// another process answers later: the round asks for the waiting clients in order until the target
+// takes no more requests, and its answers (connected()) decide the next round.
 void Relay::retry_waiting(Clock::time_point now)
 {
     if (m_waiting.empty())
         return;
-    if (now >= m_next_retry && !m_probing) {
+    if (now >= m_next_retry && m_retrying == 0) {
         while (!m_waiting.empty()) {
             Waiting& w = m_waiting.front();
             Listener& listener = *m_listeners[w.listener];
@@ -284,8 +285,8 @@ void Relay::retry_waiting(Clock::time_point now)
             if (err == EINPROGRESS) {
                 m_pending.push_back({w.listener, std::move(w.tcp), true, w.give_up});
                 m_waiting.pop_front();
-                m_probing = true;
-                break;
+                ++m_retrying;
+                continue;
             }
             if (err == 0) {
                 Waiting connected = std::move(w);
@@ -327,26 +328,30 @@ void Relay::connected(UniqueFd socket, int err)
         sync_listeners(Clock::now());
         return;
     }
-    // The head of the queue, tried again: refused again, it stays the head and the next try
-    // waits longer; connected, the next waiting client is tried at once.
-    m_probing = false;
+    // A waiting client, tried again: refused again (the backlog is still full), it goes back
+    // to the head of the queue, in its order; once the round's answers are in, the next round
+    // comes at once if one connected, else after twice the wait.
+    --m_retrying;
     Listener& listener = *m_listeners[pending.listener];
     const Clock::time_point now = Clock::now();
     if (err == EAGAIN && now < pending.give_up) {
-        m_waiting.push_front({pending.listener, std::move(pending.tcp), {}, pending.give_up});
-        m_retry_delay = std::min(m_retry_delay * 2, m_options.connect_retry_max);
-        m_next_retry = now + m_retry_delay;
-        arm_timer(m_next_retry);
-        return;
-    }
-    if (err == 0) {
+        const size_t at = std::min(m_bounced++, m_waiting.size());
+        m_waiting.insert(m_waiting.begin() + static_cast<std::ptrdiff_t>(at),
+                         {pending.listener, std::move(pending.tcp), {}, pending.give_up});
+    } else if (err == 0) {
         open_connection(pending.listener, std::move(pending.tcp), std::move(socket), 0);
-        m_retry_delay = m_options.connect_retry_first;
-        m_next_retry = now;
+        m_retry_connected = true;
     } else {
         give_up(listener, pending.tcp, err);
     }
-    retry_waiting(now);
+    if (m_retrying == 0) {
+        m_retry_delay = m_retry_connected ? m_options.connect_retry_first
+                                          : std::min(m_retry_delay * 2, m_options.connect_retry_max);
+        m_next_retry = m_retry_connected ? now : now + m_retry_delay;
+        m_bounced = 0;
+        m_retry_connected = false;
+        retry_waiting(now);
+    }
     sync_listeners(now);
 }
 

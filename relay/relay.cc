@@ -387,7 +387,9 @@ void Relay::close_all()
             flush(*listener, Clock::now());
     m_waiting.clear();
     m_pending.clear();
-    m_probing = false;
+    m_retrying = 0;
+    m_bounced = 0;
+    m_retry_connected = false;
     m_listeners.clear();
     for (uint32_t i = 0; i < m_slots.size(); ++i) {
         if (m_slots[i].connection) {

@@ -160,7 +160,7 @@ public:
     // Open relayed connections. Safe to read from any thread.
     size_t connection_count() const { return m_connection_count.load(std::memory_order_relaxed); }
     // Clients waiting for the host socket's backlog to take their connection (EAGAIN).
-    size_t waiting_count() const { return m_waiting.size() + (m_probing ? 1 : 0); }
+    size_t waiting_count() const { return m_waiting.size() + m_retrying; }
     // Clients whose connection another process is making (EINPROGRESS), retried ones included.
     size_t pending_count() const { return m_pending.size(); }
     // Empty buffers kept for reuse, at most kMaxSpareBytes of them.
@@ -237,7 +237,8 @@ private:
     };
     std::deque<Waiting> m_waiting;
     // Accepted clients whose connection another process is making, in the order of the requests;
-    // `retry`: the head of m_waiting, tried again (while it is out, no other waiting one is).
+    // `retry`: a client of m_waiting tried again (while a round of them is out, no other round
+    // starts and new clients queue behind them).
     struct Pending {
         uint32_t listener;
         UniqueFd tcp;
@@ -245,7 +246,9 @@ private:
         Clock::time_point give_up;
     };
     std::deque<Pending> m_pending;
-    bool m_probing = false;
+    size_t m_retrying = 0;  // retried clients whose answers are out
+    size_t m_bounced = 0;  // of this round, refused again and put back at the head
+    bool m_retry_connected = false;  // one of this round connected
     Clock::time_point m_next_retry{};
     std::chrono::milliseconds m_retry_delay{};
     std::atomic<size_t> m_connection_count{0};
