@@ -46,6 +46,7 @@
 #include "base/unique_fd.h"
 #include "relay/host_socket.h"
 #include "relay/relay.h"
+#include "relay/fd_message.h"
 #include "relay/worker.h"
 #include "tests/support/socket.h"
 
@@ -565,8 +566,9 @@ Rate connection_rate(const Target& t, int clients, double seconds)
 }
 
 // The least a privilege split costs per connection: a 4-byte request from one process and an
-// answer carrying an fd from another, over a SOCK_SEQPACKET pair, each side waiting in poll(2) as
-// relay/worker.cc's two do. CPU of both per exchange, and the mean wall time of one.
+// answer carrying an fd from another, over a SOCK_SEQPACKET pair, with the worker's own messages
+// (relay/fd_message.h), each side waiting in poll(2) as relay/worker.cc's two do. CPU of both per exchange, and the
+// mean wall time of one.
 struct Exchange {
     double cpu_us = 0, wall_us = 0;
 };
@@ -583,22 +585,9 @@ Exchange fd_exchanges(int count)
         for (;;) {
             pollfd p{answerer.get(), POLLIN, 0};
             uint32_t request = 0;
-            if (::poll(&p, 1, -1) != 1 || ::recv(answerer.get(), &request, sizeof request, 0) != sizeof request)
-                return;
-            iovec iov{&request, sizeof request};
-            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-            msghdr hdr{};
-            hdr.msg_iov = &iov;
-            hdr.msg_iovlen = 1;
-            hdr.msg_control = control;
-            hdr.msg_controllen = sizeof control;
-            cmsghdr* c = CMSG_FIRSTHDR(&hdr);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            const int fd = payload.get();
-            std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-            if (::sendmsg(answerer.get(), &hdr, MSG_NOSIGNAL) < 0)
+            UniqueFd none;
+            if (::poll(&p, 1, -1) != 1 || cocoon::relay::receive_msg(answerer.get(), request, none) != 0 ||
+                !cocoon::relay::send_msg(answerer.get(), request, payload.get()))
                 return;
         }
     });
@@ -613,24 +602,11 @@ Exchange fd_exchanges(int count)
     int done = 0;
     for (; done < count; ++done) {
         uint32_t request = static_cast<uint32_t>(done);
-        if (::send(asker.get(), &request, sizeof request, MSG_NOSIGNAL) != sizeof request)
-            break;
+        UniqueFd received;
         pollfd p{asker.get(), POLLIN, 0};
-        iovec iov{&request, sizeof request};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr hdr{};
-        hdr.msg_iov = &iov;
-        hdr.msg_iovlen = 1;
-        hdr.msg_control = control;
-        hdr.msg_controllen = sizeof control;
-        if (::poll(&p, 1, -1) != 1 || ::recvmsg(asker.get(), &hdr, MSG_CMSG_CLOEXEC) != sizeof request)
+        if (!cocoon::relay::send_msg(asker.get(), request) || ::poll(&p, 1, -1) != 1 ||
+            cocoon::relay::receive_msg(asker.get(), request, received) != 0 || !received)
             break;
-        cmsghdr* c = CMSG_FIRSTHDR(&hdr);
-        if (!c || c->cmsg_type != SCM_RIGHTS)
-            break;
-        int received;
-        std::memcpy(&received, CMSG_DATA(c), sizeof received);
-        ::close(received);
     }
     const double seconds = seconds_since(start);
     const double cpu = own_cpu_ms() + cpu_ms_of(child) - cpu_before;
