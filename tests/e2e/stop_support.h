@@ -293,16 +293,24 @@ public:
     std::optional<ino_t> reported_pid_ns() const { return m_reported_pid_ns; }
 
     // Reads the PID namespace off a running child of PID 1 (the command is dumpable, PID 1 is
-    // not); false if there is none to read.
+    // not); false if there is none to read. The namespace is held open for the Sandbox's life: the
+    // kernel gives a freed namespace's inode number to the next namespace made, and a test running
+    // beside this one would otherwise find its own sandbox's processes under our number.
     bool locate_pid_ns()
     {
         for (pid_t pid : all_pids()) {
             auto st = proc_stat(pid);
-            if (st && st->ppid == m_pid1.pid && st->state != 'Z' && m_pid1.running())
-                if (ino_t ns = pid_ns_of(pid)) {
-                    m_pid_ns = ns;
-                    return true;
-                }
+            if (!st || st->ppid != m_pid1.pid || st->state == 'Z' || !m_pid1.running())
+                continue;
+            UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC));
+            struct stat ns_st;
+            auto again = proc_stat(pid);
+            if (!ns || ::fstat(ns.get(), &ns_st) < 0 || !again || again->start != st->start ||
+                again->ppid != m_pid1.pid)
+                continue;
+            m_pid_ns = ns_st.st_ino;
+            m_pid_ns_fd = std::move(ns);
+            return true;
         }
         return false;
     }
@@ -395,6 +403,7 @@ private:
     ProcessId m_pid1;
     std::optional<ino_t> m_reported_pid_ns;
     ino_t m_pid_ns = 0;
+    UniqueFd m_pid_ns_fd;
 };
 
 }  // namespace cocoon::test
