@@ -283,6 +283,13 @@ std::string fd_name(const FdUse& use)
     return std::string(use.option) + " " + std::to_string(use.fd);
 }
 
+// What a data op's bytes come from, for messages.
+std::string source_name(const Data& d)
+{
+    auto use = fd_use(d);
+    return use ? fd_name(*use) : "cocoon's own " + d.dest;
+}
+
 // --bind-fd: the caller's fd names a mount of the caller's mount namespace,
 // which open_tree may not clone from ours. Our namespace is a copy, so the
 // fd's path leads to the copy of that mount; the clone must be the very file
@@ -498,24 +505,35 @@ std::string fd_path(int fd)
     return "/proc/self/fd/" + std::to_string(fd);
 }
 
-// Copies everything the caller's fd gives (a file, pipe or socket) into `to`.
-void copy_data(int from, int to, const Data& d)
+void write_bytes(int to, const char* buf, size_t n, const Data& d)
 {
+    for (size_t done = 0; done < n;) {
+        ssize_t w = ::write(to, buf + done, n - done);
+        if (w < 0 && errno != EINTR)
+            throw SysError(errno, "Can't write data to file " + d.dest);
+        done += w > 0 ? static_cast<size_t>(w) : 0;
+    }
+}
+
+// Copies everything the caller's fd gives (a file, pipe or socket) into `to`, or cocoon's own
+// bytes.
+void copy_data(const Fds& fds, int to, const Data& d)
+{
+    if (d.bytes) {
+        write_bytes(to, d.bytes->data(), d.bytes->size(), d);
+        return;
+    }
+    const int from = fds.at(d.fd).get();
     char buf[65536];
     for (;;) {
         ssize_t n = ::read(from, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            throw SysError(errno, "Can't read " + fd_name(fd_use(d)) + " for " + d.dest);
+            throw SysError(errno, "Can't read " + source_name(d) + " for " + d.dest);
         if (n == 0)
             return;
-        for (ssize_t done = 0; done < n;) {
-            ssize_t w = ::write(to, buf + done, static_cast<size_t>(n - done));
-            if (w < 0 && errno != EINTR)
-                throw SysError(errno, "Can't write data to file " + d.dest);
-            done += w > 0 ? w : 0;
-        }
+        write_bytes(to, buf, static_cast<size_t>(n), d);
     }
 }
 
@@ -582,8 +600,13 @@ struct Applier {
                                        d.mode, file);
             if (err < 0)
                 throw SysError(-err, "Can't create file " + d.dest);
-            copy_data(fds->at(d.fd).get(), file.get(), d);
+            copy_data(*fds, file.get(), d);
             return;
+        }
+        if (d.only_if_present) {
+            Target present;
+            if (open_existing(root, d.dest, O_PATH, nullptr, present) == -ENOENT)
+                return;
         }
         // Security: the data file lives in a tmpfs that is attached only below
         // the new root while it is built, and goes with the old root: the bind
@@ -593,8 +616,8 @@ struct Applier {
         UniqueFd file(::openat(data_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, d.mode));
         if (!file)
             throw SysError(errno, "Can't create the data file for " + d.dest);
-        copy_data(fds->at(d.fd).get(), file.get(), d);
-        const std::string what = "Can't bind mount " + fd_name(fd_use(d)) + " on " + d.dest;
+        copy_data(*fds, file.get(), d);
+        const std::string what = "Can't bind mount " + source_name(d) + " on " + d.dest;
         UniqueFd tree(::open_tree(data_dir, name.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
         if (!tree)
             throw SysError(errno, what);

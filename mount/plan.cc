@@ -51,8 +51,10 @@ std::optional<FdUse> fd_use(const Bind& bind)
     return FdUse{bind.fd, bind.kind == BindKind::ReadOnly ? "--ro-bind-fd" : "--bind-fd"};
 }
 
-FdUse fd_use(const Data& data)
+std::optional<FdUse> fd_use(const Data& data)
 {
+    if (data.bytes)
+        return std::nullopt;
     return FdUse{data.fd, option_of(data.kind)};
 }
 

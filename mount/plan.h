@@ -105,6 +105,10 @@ struct Data {
     DataKind kind = DataKind::File;
     mode_t mode = kFileMode;
     mode_t parent_mode = kDirMode;
+    // A file of cocoon's own (--egress's /etc/resolv.conf): these bytes, not an fd's (fd is -1).
+    std::optional<std::string> bytes = std::nullopt;
+    // Bound only where dest exists in the new root (links followed within it); else skipped.
+    bool only_if_present = false;
 };
 struct Mqueue {
     std::string dest;
@@ -171,7 +175,7 @@ struct FdUse {
     const char* option;  // "--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd"
 };
 std::optional<FdUse> fd_use(const Bind& bind);
-FdUse fd_use(const Data& data);
+std::optional<FdUse> fd_use(const Data& data);  // nullopt for cocoon's own bytes
 std::optional<FdUse> fd_use(const Op& op);
 std::optional<FdUse> fd_use(const InputOp& op);
 

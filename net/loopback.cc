@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
+#include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -27,6 +28,8 @@ template <class T, void (*Free)(T*)> struct Deleter {
 };
 using Sock = std::unique_ptr<nl_sock, Deleter<nl_sock, nl_socket_free>>;
 using Link = std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_put>>;
+using Addr = std::unique_ptr<rtnl_addr, Deleter<rtnl_addr, rtnl_addr_put>>;
+using NlAddr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
 
 // libnl returns negative NLE_* codes; map the ones that matter back to errno.
 [[noreturn]] void throw_nl(int err, const std::string& what)
@@ -75,6 +78,30 @@ void loopback_up_netlink()
     // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1/128 itself
     // (inetdev and addrconf handle NETDEV_UP for the loopback device), at
     // once and usable; adding them by hand would cost two more round trips.
+}
+
+void add_loopback_address(const std::string& cidr)
+{
+    const std::string what = "Can't add " + cidr + " to lo";
+    Sock sock(nl_socket_alloc());
+    if (!sock)
+        throw SysError(ENOMEM, "nl_socket_alloc");
+    int err = nl_connect(sock.get(), NETLINK_ROUTE);
+    if (err < 0)
+        throw_nl(err, what + ": can't connect to rtnetlink");
+    nl_addr* parsed = nullptr;
+    err = nl_addr_parse(cidr.c_str(), AF_INET, &parsed);
+    if (err < 0)
+        throw_nl(err, what);
+    NlAddr local(parsed);
+    Addr address(rtnl_addr_alloc());
+    if (!address)
+        throw SysError(ENOMEM, "rtnl_addr_alloc");
+    rtnl_addr_set_ifindex(address.get(), kLoopbackIndex);
+    rtnl_addr_set_scope(address.get(), RT_SCOPE_HOST);
+    if ((err = rtnl_addr_set_local(address.get(), local.get())) < 0 ||
+        (err = rtnl_addr_add(sock.get(), address.get(), 0)) < 0)
+        throw_nl(err, what);
 }
 
 namespace {

@@ -2,6 +2,8 @@
 // inside its new network namespace, with CAP_NET_ADMIN over it.
 #pragma once
 
+#include <string>
+
 namespace cocoon::net {
 
 // Brings lo up with the SIOCSIFFLAGS ioctl (the kernel then gives it
@@ -16,5 +18,11 @@ void loopback_up_ioctl();
 
 // True when lo is up and running.
 bool loopback_is_up();
+
+// Adds an IPv4 address (CIDR text) to lo, scope host, over rtnetlink.
+// --egress's transparent half adds one (relay/dns.h): with 127.0.0.1 alone,
+// the C library's getaddrinfo(AI_ADDRCONFIG), which Node's connect uses, sees
+// no IPv4 address configured and asks no DNS question at all.
+void add_loopback_address(const std::string& cidr);
 
 }  // namespace cocoon::net

@@ -509,13 +509,21 @@ void release_command(int go)
         step = "6 (loopback)";
         if (plan.clone_flags & CLONE_NEWNET)
             net::loopback_up();
+        if (plan.process.egress)
+            net::add_loopback_address(net::kTransparentNet);
         // 7. Relay listeners on the sandbox's loopback, handed to the monitor:
         // the sandbox sees only 127.0.0.1:PORT, never the host's socket.
         step = "7 (relay listeners)";
+        // --egress: the proxy's, then the transparent listeners and the resolver's socket.
         for (const RelayEndpoint& relay : plan.process.relays)
-            send_message(sock, ListenersMsg{net::listen_loopback(relay.port)});
-        if (plan.process.egress)
-            send_message(sock, ListenersMsg{net::listen_loopback(plan.process.egress->port)});
+            send_message(sock, ListenersMsg{net::listen_loopback(relay.port, "--relay")});
+        if (const auto& egress = plan.process.egress) {
+            send_message(sock, ListenersMsg{net::listen_loopback(egress->port, "--egress")});
+            send_message(sock, ListenersMsg{net::listen_transparent(egress->transparent_ports)});
+            std::vector<UniqueFd> dns;
+            dns.push_back(net::dns_socket());
+            send_message(sock, ListenersMsg{std::move(dns)});
+        }
         // 8. Mount namespace: the new root, in command-line order, then
         // pivot_root; the data and --bind-fd fds are used up here.
         step = "8 (mounts)";

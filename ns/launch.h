@@ -33,6 +33,9 @@ struct RelayEndpoint {
 struct EgressEndpoint {
     uint16_t port = 0;
     std::vector<std::string> allow;  // --egress-allow patterns, checked by make_launch_plan
+    // Transparent egress (relay/dns.h): the ports the name rules allow, but for --egress's and
+    // the --relay ports (their listeners are on 127.0.0.1 already); made by make_launch_plan.
+    std::vector<uint16_t> transparent_ports = {};
 };
 
 // The options for the command's process and the sandbox's life, as parsed

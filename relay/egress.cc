@@ -22,6 +22,7 @@
 #include <ctime>
 
 #include "base/sys_error.h"
+#include "relay/egress_client.h"
 #include "relay/relay.h"
 #include "relay/resolver.h"
 
@@ -63,6 +64,8 @@ const char* reason_phrase(int status)
 constexpr uint64_t kTimerToken = 1;
 constexpr uint64_t kResolverToken = 2;
 constexpr uint64_t kLogToken = 3;
+// A client's upstream socket: its id with this bit.
+constexpr uint64_t kUpstream = uint64_t{1} << 62;
 constexpr uint64_t kListenerBase = 16;  // + listener index
 constexpr uint64_t kFirstClient = 1 << 20;
 // Accepts per second at most (the rest wait in the listen backlog), against a sandbox that
@@ -76,34 +79,6 @@ constexpr std::chrono::seconds kOwnAddressesMaxAge{1};
 constexpr int kLogDrainMs = 1000;
 
 }  // namespace
-
-struct Egress::Client {
-    uint64_t id = 0;
-    UniqueFd fd;
-    UniqueFd upstream;
-    enum class State { Head, Resolving, Connecting, Sending } state = State::Head;
-    std::string buffer;  // the head as received, then what is still to send upstream
-    size_t head_size = 0;
-    ProxyRequest request;
-    std::vector<sockaddr_storage> candidates;
-    sockaddr_storage target{};
-    Clock::time_point deadline;
-    Clock::time_point started;
-    uint64_t sent = 0;  // bytes sent upstream before the relay took over
-    uint64_t upload_left = 0;  // plain HTTP: body bytes still to come from the client
-    // Its share of the relay's connection budget (two fds), given back when the client goes,
-    // unless adopt took it over.
-    Relay* reservation = nullptr;
-    Client() = default;
-    Client(const Client&) = delete;
-    Client& operator=(const Client&) = delete;
-    ~Client()
-    {
-        if (reservation)
-            reservation->release();
-    }
-    std::string key() const { return request.host + ":" + std::to_string(request.port); }
-};
 
 Egress::Egress(EgressOptions options, Relay& relay)
     : m_options(std::move(options)), m_policy(m_options.allow), m_log(std::move(m_options.log)), m_relay(relay),
@@ -138,7 +113,7 @@ Egress::~Egress()
     close_all();
 }
 
-void Egress::add_listener(UniqueFd listener)
+void Egress::add_listener(UniqueFd listener, bool transparent)
 {
     int flags = static_cast<int>(check(::fcntl(listener.get(), F_GETFL), "fcntl (egress listener)"));
     check(::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK), "fcntl (egress listener)");
@@ -147,6 +122,7 @@ void Egress::add_listener(UniqueFd listener)
     ev.data.u64 = kListenerBase + m_listeners.size();
     check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, listener.get(), &ev), "epoll_ctl (egress listener)");
     m_listeners.push_back(std::move(listener));
+    m_transparent.push_back(transparent);
 }
 
 void Egress::run_once()
@@ -161,15 +137,19 @@ void Egress::run_once()
             on_resolved();
         else if (token == kLogToken)
             sync_log();
+        else if (token == kResolverSocketToken)
+            on_resolver_socket();
         else if (token >= kFirstClient)
             on_client(token, events[i].events);
         else if (token >= kListenerBase && token - kListenerBase < m_listeners.size())
-            on_listener(m_listeners[token - kListenerBase].get());
+            on_listener(token - kListenerBase);
     }
 }
 
-void Egress::on_listener(int listener)
+void Egress::on_listener(size_t index)
 {
+    const int listener = m_listeners[index].get();
+    const bool transparent = m_transparent[index];
     for (int batch = 0; batch < 64; ++batch) {
         if (m_clients.size() >= m_options.max_pending || m_accepted_this_second >= kAcceptsPerSecond ||
             !m_relay.has_room()) {
@@ -194,12 +174,15 @@ void Egress::on_listener(int listener)
         client->fd.reset(fd);
         client->started = Clock::now();
         client->deadline = client->started + m_options.head_timeout;
+        // A transparent client sends no head: only its hang-up (EPOLLHUP, EPOLLERR) is watched.
         epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.events = transparent ? 0U : uint32_t{EPOLLIN | EPOLLRDHUP};
         ev.data.u64 = client->id;
         if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd, &ev) < 0)
             continue;  // the client is closed with its UniqueFd
-        m_clients.emplace(client->id, std::move(client));
+        Client& c = *m_clients.emplace(client->id, std::move(client)).first->second;
+        if (transparent)
+            start_transparent(c);
     }
 }
 
@@ -218,26 +201,18 @@ void Egress::sync_listeners()
     }
 }
 
-void Egress::on_client(uint64_t id, uint32_t events)
+void Egress::on_client(uint64_t token, uint32_t events)
 {
-    auto it = m_clients.find(id);
+    auto it = m_clients.find(token & ~kUpstream);
     if (it == m_clients.end())
         return;
     Client& c = *it->second;
-    switch (c.state) {
-    case Client::State::Head:
-        read_head(c);
-        return;
-    case Client::State::Resolving:
-        // The client hung up while its name was being resolved: nothing to wait for.
-        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            finish(id);
-        return;
-    case Client::State::Connecting:
-    case Client::State::Sending:
+    if (token & kUpstream)
         on_connected(c);
-        return;
-    }
+    else if (c.state == Client::State::Head)
+        read_head(c);
+    else if (events & (EPOLLHUP | EPOLLERR))
+        finish(c.id);  // the client went while its target was looked for: nothing to wait for
 }
 
 void Egress::read_head(Client& c)
@@ -274,6 +249,11 @@ void Egress::read_head(Client& c)
 
 void Egress::decide(Client& c)
 {
+    // Security: past its head, a client's bytes wait in the kernel until the relay takes over
+    // (level-triggered, they would wake this loop again and again); its hang-up still counts.
+    epoll_event quiet{};
+    quiet.data.u64 = c.id;
+    ::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, c.fd.get(), &quiet);
     const ProxyRequest& r = c.request;
     if (auto literal = parse_ip_literal(r.host, r.port)) {
         if (std::string why = m_policy.check_literal(r.host, *literal, r.port); !why.empty()) {
@@ -329,7 +309,7 @@ void Egress::start_connect(Client& c)
             continue;
         epoll_event ev{};
         ev.events = EPOLLOUT | EPOLLRDHUP;
-        ev.data.u64 = c.id;
+        ev.data.u64 = c.id | kUpstream;
         if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd.get(), &ev) < 0)
             continue;
         c.upstream = std::move(fd);
@@ -372,7 +352,7 @@ void Egress::on_connected(Client& c)
             rest = c.request.forward + rest.substr(0, early);
         }
         c.buffer = std::move(rest);
-        if (c.request.connect) {
+        if (c.request.connect && c.via.empty()) {
             static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
             if (::send(c.fd.get(), kEstablished.data(), kEstablished.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
                 static_cast<ssize_t>(kEstablished.size())) {
@@ -405,6 +385,7 @@ void Egress::on_connected(Client& c)
     shared->request = owned->request;
     shared->target = owned->target;
     shared->started = owned->started;
+    shared->via = owned->via;
     // What went upstream before the relay took over (a plain HTTP request's head, early bytes).
     const uint64_t sent_before = owned->sent;
     auto hook = [this, shared, sent_before, tally_ptr = &tally](uint64_t relayed_up, uint64_t down) {
@@ -429,6 +410,15 @@ void Egress::on_connected(Client& c)
 
 void Egress::refuse(Client& c, int status, EgressResult result, const std::string& reason)
 {
+    if (!c.via.empty()) {
+        // A transparent client speaks no HTTP: a reset tells it no.
+        linger reset{1, 0};
+        ::setsockopt(c.fd.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        ++m_tally.at(c.key(), true).of(result);
+        log_line(c, result, reason, 0, 0);
+        finish(c.id);
+        return;
+    }
     const std::string body = reason + "\n";
     const std::string answer = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
                                "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
@@ -494,6 +484,7 @@ void Egress::log_line(const Client& c, EgressResult result, const std::string& r
     line.time = now;
     line.host = c.request.host;
     line.port = c.request.port;
+    line.via = c.via;
     line.address = address;
     line.result = result;
     line.reason = reason;
@@ -547,6 +538,7 @@ void Egress::close_all()
     m_closed = true;
     m_clients.clear();
     m_listeners.clear();
+    m_resolver_socket.reset();
     if (!m_log)
         return;
     // Security: the summary is capped (EgressTally::kMaxSummary) and waits at most kLogDrainMs

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "relay/dns.h"
 #include "relay/egress_log.h"
 #include "relay/egress_policy.h"
 #include "relay/proxy_request.h"
@@ -54,26 +55,36 @@ public:
     Egress(const Egress&) = delete;
     Egress& operator=(const Egress&) = delete;
 
-    // A listening TCP socket from the sandbox (127.0.0.1:PORT or [::1]:PORT).
-    void add_listener(UniqueFd listener);
+    // A listening TCP socket from the sandbox: the proxy's (127.0.0.1:PORT or [::1]:PORT), or
+    // (transparent) one on 0.0.0.0:PORT whose clients came to an address of the resolver's.
+    void add_listener(UniqueFd listener, bool transparent = false);
+    // The transparent resolver's UDP socket on the sandbox's 127.0.0.1:53 (relay/dns.h).
+    void add_resolver(UniqueFd socket);
     int epoll_fd() const { return m_epoll.get(); }
     void run_once();
     // Ends every handshake and writes the summary line to the log.
     void close_all();
 
 private:
-    struct Client;
+    struct Client;  // relay/egress_client.h
     using Clock = std::chrono::steady_clock;
+    static constexpr uint64_t kResolverSocketToken = 4;
 
-    void on_listener(int fd);
-    void on_client(uint64_t id, uint32_t events);
+    void on_listener(size_t index);
+    void on_client(uint64_t token, uint32_t events);
+    // Transparent egress (egress_transparent.cc): a client of a transparent listener is a
+    // CONNECT to the name its address stands for; the resolver's questions.
+    void start_transparent(Client& c);
+    void on_resolver_socket();
+    std::string answer_question(std::string_view packet);
     void on_resolved();
     void on_timer();
     void read_head(Client& c);
     void decide(Client& c);
     void start_connect(Client& c);
     void on_connected(Client& c);
-    // Answers `status` with `reason`, logs `result` and ends the client.
+    // Answers `status` with `reason` (a transparent client: a reset), logs `result` and ends
+    // the client.
     void refuse(Client& c, int status, EgressResult result, const std::string& reason);
     void finish(uint64_t id);
     // Writes c's line, stamped now: lines are written in the order of their "time".
@@ -90,6 +101,9 @@ private:
     Relay& m_relay;
     UniqueFd m_epoll, m_timer;
     std::vector<UniqueFd> m_listeners;
+    std::vector<bool> m_transparent;  // by listener index
+    UniqueFd m_resolver_socket;
+    SyntheticNames m_names;
     bool m_listening = true;
     Clock::time_point m_paused_until{};  // accept4 failed for want of fds: not before then
     std::map<uint64_t, std::unique_ptr<Client>> m_clients;

@@ -58,6 +58,8 @@ std::string line_text(const EgressLine& line)
     const bool allowed = line.result == EgressResult::Allowed;
     std::string text = "{ \"time\": " + json_string(line.time) + ", \"host\": " + json_string(line.host) +
                        ", \"port\": " + std::to_string(line.port);
+    if (!line.via.empty())
+        text += ", \"via\": " + json_string(line.via);
     if (!line.address.empty())
         text += ", \"address\": " + json_string(line.address);
     text += ", \"result\": \"";

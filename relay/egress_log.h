@@ -36,6 +36,9 @@ struct EgressLine {
     std::string_view time;  // when the outcome was known (written now), UTC, ISO 8601 with ms
     std::string_view host;
     uint16_t port = 0;
+    // How the client came: empty for the proxy, "transparent" (a connection to a synthetic
+    // address), "dns" (a name the transparent resolver refused; port 53).
+    std::string_view via;
     std::string_view address;  // the one connected or last tried; empty: none
     EgressResult result = EgressResult::Refused;
     std::string_view reason;  // why, unless allowed
@@ -43,7 +46,7 @@ struct EgressLine {
     int64_t duration_ms = 0;  // from accept to `time`
 };
 
-// { "time": ..., "host": ..., "port": N, ["address": ...,] "result": ..., "allowed": B,
+// { "time": ..., "host": ..., "port": N, ["via": ...,] ["address": ...,] "result": ..., "allowed": B,
 //   ["reason": ...,] "bytes-up": N, "bytes-down": N, "duration-ms": N }
 std::string line_text(const EgressLine& line);
 

@@ -130,17 +130,41 @@ AllowRule parse_allow_rule(const std::string& pattern)
     return rule;
 }
 
+namespace {
+
+bool names(const AllowRule& rule, const std::string& host)
+{
+    if (rule.address)
+        return false;
+    return rule.wildcard ? host.size() > rule.host.size() &&
+                               host.compare(host.size() - rule.host.size(), rule.host.size(), rule.host) == 0
+                         : host == rule.host;
+}
+
+}  // namespace
+
 bool Allowlist::allows_name(const std::string& host, uint16_t port) const
 {
+    return std::any_of(m_rules.begin(), m_rules.end(),
+                       [&](const AllowRule& rule) { return port_allowed(rule, port) && names(rule, host); });
+}
+
+bool Allowlist::allows_name_on_some_port(const std::string& host) const
+{
+    return std::any_of(m_rules.begin(), m_rules.end(), [&](const AllowRule& rule) { return names(rule, host); });
+}
+
+std::vector<uint16_t> Allowlist::name_ports() const
+{
+    std::vector<uint16_t> ports;
     for (const AllowRule& rule : m_rules) {
-        if (rule.address || !port_allowed(rule, port))
+        if (rule.address)
             continue;
-        if (rule.wildcard ? host.size() > rule.host.size() &&
-                                host.compare(host.size() - rule.host.size(), rule.host.size(), rule.host) == 0
-                          : host == rule.host)
-            return true;
+        for (uint16_t port : rule.port ? std::vector<uint16_t>{*rule.port} : std::vector<uint16_t>{443, 80})
+            if (std::find(ports.begin(), ports.end(), port) == ports.end())
+                ports.push_back(port);
     }
-    return false;
+    return ports;
 }
 
 bool Allowlist::lists_address(const sockaddr_storage& address, uint16_t port) const

@@ -33,6 +33,11 @@ public:
     explicit Allowlist(std::vector<AllowRule> rules) : m_rules(std::move(rules)) {}
     // A name (never an IP literal) and port that a rule allows.
     bool allows_name(const std::string& host, uint16_t port) const;
+    // A name some rule allows on some port: the transparent resolver's question (relay/dns.h).
+    bool allows_name_on_some_port(const std::string& host) const;
+    // The ports the name rules allow (443 and 80 for a rule without one), each once, in the
+    // rules' order: where transparent egress listens.
+    std::vector<uint16_t> name_ports() const;
     // An address that an IP literal rule lists, with the port.
     bool lists_address(const sockaddr_storage& address, uint16_t port) const;
 
@@ -77,6 +82,8 @@ public:
     // Empty when allowed, else the reason for the 403.
     std::string check_literal(const std::string& host, const sockaddr_storage& address, uint16_t port) const;
     std::string check_name(const std::string& host, uint16_t port) const;
+    // The transparent resolver answers this name (with an address of its own), else NXDOMAIN.
+    bool answers_name(const std::string& host) const { return m_allow.allows_name_on_some_port(host); }
 
     // The addresses `host` resolved to that may be reached, in the resolver's order. When none
     // may, `refused` says why (the first refused address).

@@ -35,7 +35,8 @@ namespace {
 
 // control: monitor -> worker.
 struct ControlMsg {
-    enum Kind : uint32_t { kRelayListener = 1, kEgressListener = 2, kStop = 3 };
+    // A ListenerKind, or kStop.
+    enum Kind : uint32_t { kStop = 3 };
     uint32_t kind = 0;
     uint32_t index = 0;
 };
@@ -315,10 +316,17 @@ void load_allowlist(const std::string& prefix)
                     egress->close_all();
                 ::_exit(0);
             }
-            if (err == 0 && msg.kind == ControlMsg::kRelayListener && msg.index < targets.size() && fd)
+            if (err != 0 || !fd)
+                return;
+            const auto kind = static_cast<ListenerKind>(msg.kind);
+            if (kind == ListenerKind::Relay && msg.index < targets.size())
                 relay.add_listener(std::move(fd), targets[msg.index]);
-            else if (err == 0 && msg.kind == ControlMsg::kEgressListener && egress && fd)
-                egress->add_listener(std::move(fd));
+            else if (kind == ListenerKind::EgressProxy && egress)
+                egress->add_listener(std::move(fd), false);
+            else if (kind == ListenerKind::Transparent && egress)
+                egress->add_listener(std::move(fd), true);
+            else if (kind == ListenerKind::Resolver && egress)
+                egress->add_resolver(std::move(fd));
         });
         for (;;)
             relay.run_once(-1);
@@ -424,9 +432,9 @@ bool Worker::serve()
     return true;
 }
 
-void Worker::add_listener(UniqueFd listener, bool egress, uint32_t index)
+void Worker::add_listener(UniqueFd listener, ListenerKind kind, uint32_t index)
 {
-    ControlMsg msg{egress ? ControlMsg::kEgressListener : ControlMsg::kRelayListener, index};
+    ControlMsg msg{static_cast<uint32_t>(kind), index};
     if (!send_msg(m_control.get(), msg, listener.get()))
         throw SysError(errno, "relay worker: can't hand over a listener");
 }

@@ -5,7 +5,8 @@
 // and gid 65534) and then runs the relay and egress engines. What needs the caller's rights stays
 // in the monitor, which it asks over two socket pairs, in small fixed-size messages:
 //
-//   monitor -> worker (control):  Listener {kind, index} + the listener's fd (SCM_RIGHTS);
+//   monitor -> worker (control):  Listener {kind, index} + the listener's fd (SCM_RIGHTS): a
+//                                 --relay's, --egress's proxy, transparent or resolver socket;
 //                                 Stop {} (the sandbox ended: close everything, write the
 //                                 egress summary, exit)
 //   worker -> monitor (connect):  Connect {target} (a --relay client was accepted)
@@ -35,6 +36,10 @@ namespace cocoon::relay {
 
 class HostSocket;
 
+// What a socket handed over is for: the index-th --relay's listener, the --egress proxy's, a
+// transparent egress listener, the transparent resolver's UDP socket (relay/dns.h).
+enum class ListenerKind : uint32_t { Relay = 1, EgressProxy = 2, Transparent = 4, Resolver = 5 };
+
 struct WorkerOptions {
     RelayOptions relay;  // log: the worker writes "PREFIX" + line to its stderr
     std::string log_prefix;  // --level-prefix's, for the relay's lines
@@ -57,8 +62,8 @@ public:
     int fd() const { return m_connect.get(); }
     // Answers the worker's waiting requests. False once the worker is gone.
     bool serve();
-    // Hands over a listener: the index-th --relay's, or (egress) an --egress one.
-    void add_listener(UniqueFd listener, bool egress, uint32_t index);
+    // Hands over a listener (kind Relay: the index-th --relay's).
+    void add_listener(UniqueFd listener, ListenerKind kind, uint32_t index);
     // The sandbox ended: the worker closes every connection and writes the egress summary; waits
     // for it (2 s at most, then kills it). A warning on stderr names how it ended, if not well.
     void stop(const std::string& log_prefix);

@@ -5,6 +5,7 @@
 #include <linux/filter.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/sys_error.h"
@@ -36,6 +37,34 @@ std::vector<sock_filter> seccomp_program(const SeccompInput& in)
     std::memcpy(program.data(), in.bytes.data(), size);
     return program;
 }
+
+namespace {
+
+// --egress's transparent half (relay/dns.h): where it listens, and the sandbox's resolv.conf,
+// where the new root has one, naming its resolver (a root without one makes the C library ask
+// 127.0.0.1 anyway). After every op of the caller's, so that it is the one the command reads.
+void plan_transparent_egress(ns::EgressEndpoint& egress, const std::vector<ns::RelayEndpoint>& relays,
+                             mount::Plan& mounts)
+{
+    std::vector<relay::AllowRule> rules;
+    for (const std::string& pattern : egress.allow)
+        rules.push_back(relay::parse_allow_rule(pattern));
+    for (uint16_t port : relay::Allowlist(std::move(rules)).name_ports()) {
+        const bool taken = port == egress.port ||
+                           std::any_of(relays.begin(), relays.end(), [&](const auto& r) { return r.port == port; });
+        if (!taken)
+            egress.transparent_ports.push_back(port);
+    }
+    mount::Data resolv;
+    resolv.dest = "/etc/resolv.conf";
+    resolv.kind = mount::DataKind::RoBind;
+    resolv.mode = 0644;
+    resolv.bytes = "# cocoon --egress: names the allowlist admits, through cocoon\nnameserver 127.0.0.1\n";
+    resolv.only_if_present = true;
+    mounts.ops.emplace_back(std::move(resolv));
+}
+
+}  // namespace
 
 ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
 {
@@ -189,6 +218,8 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     plan.ambient_caps = !o.caps.empty() && plan.caps != 0;
 
     plan.process = o.process;
+    if (auto& egress = plan.process.egress)
+        plan_transparent_egress(*egress, plan.process.relays, plan.mounts);
     for (const SeccompInput& in : o.seccomp)
         plan.seccomp.push_back(seccomp_program(in));
     // bwrap's rule: a process other than the command holds the locks and the

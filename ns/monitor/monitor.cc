@@ -110,12 +110,18 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
         if (s.reports.json_status)
             write_all(s.reports.json_status.get(), namespace_report(s.pid, *ns, false));
     } else if (std::holds_alternative<ListenersMsg>(msg) && state.worker &&
-               state.listeners_received <= process.relays.size()) {
-        // One message per --relay, in command-line order, as the pinned sockets are; then the
-        // --egress listeners.
-        const auto index = static_cast<uint32_t>(state.listeners_received++);
+               state.listeners_received < process.relays.size() + (process.egress ? 3 : 0)) {
+        // One message per --relay, in command-line order, as the pinned sockets are; then
+        // --egress's: the proxy's listeners, the transparent ones, the resolver's socket.
+        const size_t index = state.listeners_received++;
+        const size_t relays = process.relays.size();
+        using Kind = relay::ListenerKind;
+        const Kind kind = index < relays        ? Kind::Relay
+                          : index == relays     ? Kind::EgressProxy
+                          : index == relays + 1 ? Kind::Transparent
+                                                : Kind::Resolver;
         for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
-            state.worker->add_listener(std::move(fd), index == process.relays.size(), index);
+            state.worker->add_listener(std::move(fd), kind, static_cast<uint32_t>(index));
     } else if (auto* own = std::get_if<PidfdMsg>(&msg); own && !own->first_process && state.command.pidfd() < 0) {
         state.command.watch(std::move(own->fd));  // PID 2's own (ns/monitor/command_watch.h)
     } else if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {

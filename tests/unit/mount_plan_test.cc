@@ -123,8 +123,13 @@ TEST(FdUse, NamesTheOptionThatReadsTheFd)
     ASSERT_TRUE(use);
     EXPECT_EQ(use->fd, 3);
     EXPECT_STREQ(use->option, "--file");
-    EXPECT_STREQ(fd_use(Data{4, "/f", DataKind::Bind}).option, "--bind-data");
-    EXPECT_STREQ(fd_use(Data{5, "/f", DataKind::RoBind}).option, "--ro-bind-data");
+    EXPECT_STREQ(fd_use(Data{4, "/f", DataKind::Bind})->option, "--bind-data");
+    EXPECT_STREQ(fd_use(Data{5, "/f", DataKind::RoBind})->option, "--ro-bind-data");
+    // cocoon's own file (--egress's resolv.conf) reads no fd.
+    Data own{-1, "/etc/resolv.conf", DataKind::RoBind};
+    own.bytes = "nameserver 127.0.0.1\n";
+    EXPECT_FALSE(fd_use(own));
+    EXPECT_FALSE(fd_use(Op{own}));
     EXPECT_STREQ(fd_use(Bind{"", "/d", BindKind::ReadWrite, false, 6})->option, "--bind-fd");
     EXPECT_STREQ(fd_use(Bind{"", "/d", BindKind::ReadOnly, false, 7})->option, "--ro-bind-fd");
     EXPECT_EQ(fd_use(Bind{"", "/d", BindKind::ReadOnly, false, 7})->fd, 7);

@@ -365,7 +365,7 @@ void run_relay(UniqueFd listener, const std::string& path, const Options& o)
     worker_options.relay = options;
     worker_options.relay_names = {path};
     cocoon::relay::Worker worker(std::move(worker_options), {target});
-    worker.add_listener(std::move(listener), false, 0);
+    worker.add_listener(std::move(listener), cocoon::relay::ListenerKind::Relay, 0);
     while (Clock::now() < deadline) {
         pollfd p{worker.fd(), POLLIN, 0};
         if (::poll(&p, 1, 1000) > 0 && !worker.serve())
