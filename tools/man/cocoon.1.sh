@@ -58,6 +58,24 @@ has SO_SNDBUF and SO_RCVBUF of 256 KiB, which the kernel doubles, and each
 Unix socket to the host a SO_SNDBUF of 512 KiB: a connection whose reader
 never reads holds at most 1 MiB of TCP and 1 MiB of Unix socket memory, and
 the bytes the relay itself holds are at most 64 MiB over all connections.
+.SH TRANSPARENT EGRESS
+A client that ignores the proxy variables (Node before 22.21, ssh, git over
+SSH, a program that opens its own sockets) reaches the same hosts through
+\fB\-\-egress\fR without them. Inside, cocoon answers DNS on 127.0.0.1:53,
+and the sandbox's /etc/resolv.conf, where its root has one, is replaced by one
+that names it (a root without one makes the C library ask there anyway). Each
+name that an \fB\-\-egress\-allow\fR name rule admits gets an address of its
+own in 127.16.0.0/16, the same for the whole run; every other name is
+NXDOMAIN; AAAA questions get an empty answer. cocoon listens on every port
+the name rules allow (443 and 80 for a rule without a port), on all the
+sandbox's loopback addresses, except \fB\-\-egress\fR's and the
+\fB\-\-relay\fR ports; a connection there to one of those addresses goes to
+the real name and port, resolved and checked on the host as a CONNECT is,
+and is logged the same way with \fBvia\fR "transparent". A connection to
+an address no name was given, or to an admitted name on a port its rule does
+not allow, is reset. Limits: a client with a hard-coded IP address, or with
+its own DNS server, reaches nothing; the sandbox cannot listen on those ports
+itself; UDP other than DNS (QUIC) goes nowhere.
 .SH EGRESS LOG
 \fB\-\-egress\-log\fR writes one JSON line per \fB\-\-egress\fR connection,
 when its outcome is known: a refusal at once, a relayed connection when it
@@ -67,7 +85,9 @@ order of \fBtime\fR (unless the host's clock is set back); \fBtime\fR less
 exactly one of \fBallowed\fR (relayed), \fBrefused\fR (the allowlist, the
 address rules or a bound said no, or the request was malformed or late),
 \fBunresolved\fR (the name did not resolve) and \fBunreachable\fR (allowed,
-but every connect failed); \fBreason\fR says why in words. The last line is a
+but every connect failed); \fBreason\fR says why in words. \fBvia\fR is
+"transparent" for a connection that came without the proxy, "dns" for a name
+the resolver refused (port 53), and absent for the proxy's. The last line is a
 summary of each host and port, and of the results in all. docs/options.md
 lists every field.
 .SH FILES
