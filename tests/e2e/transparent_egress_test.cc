@@ -71,17 +71,27 @@ TEST_F(Transparent, AClientThatIgnoresTheProxyReachesAnAllowedNameAndNothingElse
                           kLookup +
                               "grep -c '^nameserver 127.0.0.1$' /etc/resolv.conf\n"
                               "a=$(lookup localhost); echo \"localhost=$a\"\n"
-                              "[ \"$(lookup localhost)\" = \"$a\" ] && echo stable\n" +
-                              kCurl + "-H 'Host: localhost:" + port + "' \"http://$a:" + port +
-                              "/page\"\n"
+                              "[ \"$(lookup localhost)\" = \"$a\" ] && echo stable\n"
+                              // curl by name, no proxy ("localhost." so that curl asks DNS: it knows "localhost").
+                              + kCurl + "http://localhost.:" + port +
+                              "/curl\n"
+                              // A raw socket (bash's /dev/tcp: getaddrinfo, connect, write, read).
+                              "exec 5<>/dev/tcp/localhost/" +
+                              port + " && printf 'GET /raw HTTP/1.0\\r\\nHost: localhost:" + port +
+                              "\\r\\n\\r\\n' >&5 && { read -r status <&5; echo \"raw: $status\"; }\n"
+                              "exec 5<&-\n"
                               "getent ahosts unlisted.test || echo \"unlisted: $?\"\n"
-                              // A client that knows an address and no name reaches nothing (the
-                              // transparent listener takes 127.0.0.1 too, and resets it).
+                              // A client that knows an address and no name reaches nothing (the transparent
+                              // listener takes 127.0.0.1 too, and resets it).
                               "curl -q -s --noproxy '*' --max-time 5 http://127.0.0.1:" +
-                              port + "/ || echo \"by address: refused\"\n");
+                              port + "/ || echo \"by address: refused\"\n",
+                          {}, "/bin/bash");
     EXPECT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, "1\nlocalhost=127.16.0.1\nstable\n200\nunlisted: 2\nby address: refused\n") << r.err;
-    EXPECT_EQ(web.requests(), std::vector<std::string>{"GET /page host=localhost:" + port});
+    EXPECT_EQ(r.out, "1\nlocalhost=127.16.0.1\nstable\n200\nraw: HTTP/1.1 200 OK\r\nunlisted: 2\nby address: "
+                     "refused\n")
+        << r.err;
+    EXPECT_EQ(web.requests(),
+              (std::vector<std::string>{"GET /curl host=localhost.:" + port, "GET /raw host=localhost:" + port}));
     const std::string allowed = find_line("\"via\": \"transparent\"");
     EXPECT_TRUE(contains(allowed, "\"host\": \"localhost\", \"port\": " + port +
                                       ", \"via\": \"transparent\", \"address\": \"127.0.0.1\", \"result\": "
