@@ -12,6 +12,7 @@
 // tools/bench/egress runs it against cocoon --egress and against cocoon --relay to tinyproxy
 // (behind a Unix socket), in one run.
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -93,9 +94,32 @@ int host(int seconds)
     return 0;
 }
 
-// A tunnel to 127.0.0.1:target through the proxy; -1 when refused.
+// Transparent egress (proxy port 0): the address the sandbox's resolver gave for "localhost",
+// asked once, as a client that caches its lookups would.
+in_addr g_transparent{};
+
+// A connection to target without the proxy, to g_transparent; -1 when refused.
+int direct(uint16_t target)
+{
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr = g_transparent;
+    a.sin_port = htons(target);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) {
+        ::close(fd);
+        return -1;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+// A tunnel to 127.0.0.1:target through the proxy (proxy 0: transparent); -1 when refused.
 int tunnel(uint16_t proxy, uint16_t target)
 {
+    if (proxy == 0)
+        return direct(target);
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -126,6 +150,16 @@ int tunnel(uint16_t proxy, uint16_t target)
 
 int client(uint16_t proxy, uint16_t sink, uint16_t echo, long long mib, int pings, double seconds)
 {
+    if (proxy == 0) {
+        addrinfo hints{};
+        hints.ai_family = AF_INET;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* found = nullptr;
+        if (::getaddrinfo("localhost", nullptr, &hints, &found) != 0 || !found)
+            return std::printf("error resolving localhost\n"), 1;
+        g_transparent = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+        ::freeaddrinfo(found);
+    }
     // Throughput.
     {
         int fd = tunnel(proxy, sink);
