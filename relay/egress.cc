@@ -322,46 +322,8 @@ void Egress::start_connect(Client& c)
 
 void Egress::on_connected(Client& c)
 {
-    if (c.state == Client::State::Connecting) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (::getsockopt(c.upstream.get(), SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-            err = errno;
-        if (err == EINPROGRESS || err == EALREADY)
-            return;
-        if (err != 0) {
-            ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, c.upstream.get(), nullptr);
-            c.upstream.reset();
-            if (!c.candidates.empty()) {
-                start_connect(c);
-                return;
-            }
-            refuse(c, 502, EgressResult::Unreachable,
-                   "can't connect to " + address_text(c.target) + " port " + std::to_string(c.request.port) + ": " +
-                       std::strerror(err));
-            return;
-        }
-        // What goes upstream first: the rewritten head of a plain HTTP request, then whatever
-        // the client sent after its head (a body, or TLS bytes sent before our answer).
-        std::string rest = c.buffer.substr(c.head_size);
-        if (!c.request.connect) {
-            // Security: the body as Content-Length counts it, and nothing after it (a pipelined
-            // request); the relay passes on the rest of the body and no more (limit_upload).
-            const size_t early = static_cast<size_t>(std::min<uint64_t>(rest.size(), c.request.body));
-            c.upload_left = c.request.body - early;
-            rest = c.request.forward + rest.substr(0, early);
-        }
-        c.buffer = std::move(rest);
-        if (c.request.connect && c.via.empty()) {
-            static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
-            if (::send(c.fd.get(), kEstablished.data(), kEstablished.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-                static_cast<ssize_t>(kEstablished.size())) {
-                finish(c.id);  // the client is gone (a fresh socket takes 39 bytes)
-                return;
-            }
-        }
-        c.state = Client::State::Sending;
-    }
+    if (c.state == Client::State::Connecting && !upstream_ready(c))
+        return;
     while (!c.buffer.empty()) {
         ssize_t n = ::send(c.upstream.get(), c.buffer.data(), c.buffer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
@@ -374,7 +336,57 @@ void Egress::on_connected(Client& c)
         refuse(c, 502, EgressResult::Unreachable, std::string("the origin closed: ") + std::strerror(errno));
         return;
     }
-    // Handed over: the relay engine moves the bytes from here, within its memory bounds.
+    hand_over(c);
+}
+
+// The upstream connect's outcome: false while it is still in progress, or when it failed (then
+// the next candidate is tried, or the client refused). On success, the client is answered and
+// c.buffer holds what goes upstream first.
+bool Egress::upstream_ready(Client& c)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(c.upstream.get(), SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        err = errno;
+    if (err == EINPROGRESS || err == EALREADY)
+        return false;
+    if (err != 0) {
+        ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, c.upstream.get(), nullptr);
+        c.upstream.reset();
+        if (!c.candidates.empty())
+            start_connect(c);
+        else
+            refuse(c, 502, EgressResult::Unreachable,
+                   "can't connect to " + address_text(c.target) + " port " + std::to_string(c.request.port) + ": " +
+                       std::strerror(err));
+        return false;
+    }
+    // What goes upstream first: the rewritten head of a plain HTTP request, then whatever the
+    // client sent after its head (a body, or TLS bytes sent before our answer).
+    std::string rest = c.buffer.substr(c.head_size);
+    if (!c.request.connect) {
+        // Security: the body as Content-Length counts it, and nothing after it (a pipelined
+        // request); the relay passes on the rest of the body and no more (limit_upload).
+        const size_t early = static_cast<size_t>(std::min<uint64_t>(rest.size(), c.request.body));
+        c.upload_left = c.request.body - early;
+        rest = c.request.forward + rest.substr(0, early);
+    }
+    c.buffer = std::move(rest);
+    if (c.request.connect && c.via.empty()) {
+        static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+        if (::send(c.fd.get(), kEstablished.data(), kEstablished.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+            static_cast<ssize_t>(kEstablished.size())) {
+            finish(c.id);  // the client is gone (a fresh socket takes 39 bytes)
+            return false;
+        }
+    }
+    c.state = Client::State::Sending;
+    return true;
+}
+
+// Handed over: the relay engine moves the bytes from here, within its memory bounds.
+void Egress::hand_over(Client& c)
+{
     ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
     ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, c.upstream.get(), nullptr);
     auto node = m_clients.extract(c.id);

@@ -83,6 +83,8 @@ private:
     void decide(Client& c);
     void start_connect(Client& c);
     void on_connected(Client& c);
+    bool upstream_ready(Client& c);
+    void hand_over(Client& c);
     // Answers `status` with `reason` (a transparent client: a reset), logs `result` and ends
     // the client.
     void refuse(Client& c, int status, EgressResult result, const std::string& reason);
