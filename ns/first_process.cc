@@ -1,0 +1,517 @@
+// The sandbox's first process (PID 1 when there is a PID namespace), which
+// holds every capability over its new namespaces until it drops them before
+// exec: its set-up steps, the command's exec, and PID 1 the reaper.
+#include "ns/launch_context.h"
+#include "ns/command.h"
+
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <linux/keyctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+
+#include "base/sys.h"
+#include "base/sys_error.h"
+#include "base/unique_fd.h"
+#include "mount/apply.h"
+#include "net/listener.h"
+#include "net/loopback.h"
+#include "ns/channel.h"
+#include "ns/env.h"
+#include "ns/host_user.h"
+#include "ns/join.h"
+#include "ns/monitor/monitor.h"
+#include "ns/monitor/terminal.h"
+#include "ns/uid_map.h"
+#include "ns/seccomp_policy.h"
+#include "ns/userns_limit.h"
+#include "reaper/reaper.h"
+#include "reaper/status.h"
+
+extern char** environ;
+
+namespace cocoon::ns {
+namespace {
+
+constexpr const char* kPid1Mode = "--internal-pid1";
+
+// --block-fd, --userns-block-fd: waits until fd has a byte or EOF, takes the
+// byte, and closes the fd (the caller handed it over for this one use). poll
+// first, so an O_NONBLOCK fd blocks too.
+void wait_for_fd(CallerFd fd)
+{
+    pollfd pfd{fd.get(), POLLIN, 0};
+    while (::poll(&pfd, 1, -1) < 0)
+        if (errno != EINTR)
+            throw SysError(errno, fd.name);
+    char byte;
+    while (::read(fd.get(), &byte, 1) < 0 && errno == EINTR) {}
+}
+
+// --lock-file: a shared POSIX lock on each file, held as long as this process
+// keeps the returned fds (bwrap's lock, so a caller can test it with F_GETLK
+// or wait for the sandbox with F_SETLKW). Paths are in the new root.
+std::vector<UniqueFd> take_locks(const LaunchPlan& plan)
+{
+    std::vector<UniqueFd> held;
+    for (const std::string& dest : plan.process.lock_files) {
+        std::string path = dest.empty() || dest[0] != '/' ? "/" + dest : dest;
+        UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd)
+            throw SysError(errno, "Unable to open lock file " + dest);
+        struct flock lock {};
+        lock.l_type = F_RDLCK;
+        lock.l_whence = SEEK_SET;
+        if (::fcntl(fd.get(), F_SETLK, &lock) < 0)
+            throw SysError(errno, "Unable to lock file " + dest);
+        held.push_back(std::move(fd));
+    }
+    return held;
+}
+
+NamespacesMsg own_namespaces(const LaunchPlan& plan)
+{
+    NamespacesMsg msg;
+    for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
+        struct stat st;
+        std::string path = std::string("/proc/self/ns/") + kReportedNamespaces[i].name;
+        if ((plan.clone_flags & kReportedNamespaces[i].clone_flag) && ::stat(path.c_str(), &st) == 0)
+            msg.inodes[i] = st.st_ino;
+    }
+    return msg;
+}
+
+// Dies with the monitor; and if the monitor is gone already (it died between
+// clone and here), goes now: its end of the channel is closed then.
+void die_with_monitor(int sock)
+{
+    set_parent_death_signal();
+    pollfd pfd{sock, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP))
+        ::_exit(1);
+}
+
+// One byte from the monitor: it wrote the id maps (--host-user, launch()),
+// or, once per --login-file, it watches DEST (monitor.cc).
+void wait_for_monitor(int sock)
+{
+    char byte;
+    ssize_t n;
+    while ((n = ::recv(sock, &byte, 1, 0)) < 0 && errno == EINTR) {}
+    if (n != 1)
+        ::_exit(1);  // the monitor is gone
+}
+
+// Whether PID 2 shares PID 1's memory until its exec (vfork, see child_main).
+// Never with --disable-userns: the kernel refuses a user namespace to a
+// process sharing its memory (and a new one comes with a full bounding set).
+bool command_shares_memory(const LaunchPlan& plan)
+{
+    return !plan.reexec_pid1 && !plan.process.disable_userns && !plan.process.assert_userns_disabled;
+}
+
+// The bounding set PID 1 and PID 2 have after the fork: the first process
+// drops it before a vfork, once for both.
+CapSet bounding_after_fork(const LaunchPlan& plan)
+{
+    return command_shares_memory(plan) ? plan.caps : kAllCaps;
+}
+
+// PID 1's last act before it reaps, in this image or a fresh one: it tells
+// the command (held at the start of PID 2) that it may go on.
+void release_command(int go)
+{
+    if (go >= 0 && ::write(go, "1", 1) != 1)
+        ::_exit(1);  // PID 2 then sees EOF and gives up too
+}
+
+// Reaps until the command exits; reports its status to the monitor, exits.
+[[noreturn]] void reap(pid_t command, bool forward, int sock)
+{
+    int status = reaper::run(command, forward);
+    // A new PID namespace's init (never a holder outside one: -1 would mean
+    // every process of the caller's) ends what is left, for the report.
+    if (::getpid() == 1)
+        reaper::end_leftovers();
+    // A signal's number and core flag are more than this process's exit
+    // code can carry; an exit code is carried whole, and the monitor is not
+    // woken once more for it (start-up speed: it waits for this exit next).
+    if (!WIFEXITED(status))
+        send_message(sock, StatusMsg{status});
+    // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
+    ::_exit(reaper::exit_code(status));
+}
+
+// PID 1 after the fork: no privilege, not ptraceable, reaping until the
+// command exits. go: with plan.reexec_pid1, the pipe that releases the
+// command, written once PID 1 runs as a fresh image (see below).
+[[noreturn]] void be_reaper(const LaunchPlan& plan, const LaunchContext& ctx, pid_t command, int sock, UniqueFd go,
+                            CapSet bounding)
+{
+    // Security: the command runs as the same uid; without this it could
+    // ptrace PID 1 and use the setup channel or PID 1's bounding set. This
+    // holds even against a command given --cap-add ALL: a non-dumpable
+    // process may be ptraced (or its memory read, its /proc/PID/ns opened)
+    // only with CAP_SYS_PTRACE in the user namespace that owns its mm. A
+    // forked mm stays in the namespace the sandbox was made from (the
+    // caller's, or the one --userns names), over which the command holds
+    // nothing. With reexec_pid1 the new image does it first thing
+    // (pid1_main) and the command waits until then; this image stays
+    // dumpable meanwhile, so the caller, told the child-pid at step 1, may
+    // open /proc/PID/ns/* at every moment (this mm is the caller's
+    // namespace's, where a non-dumpable process refuses the caller).
+    // (After a vfork the first process did it already, before the command ran.)
+    if (!plan.reexec_pid1 && !command_shares_memory(plan))
+        check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+    // Off the command's CPU first: what PID 1 does from here on is not on
+    // the start-up path, and the command (PID 2) is.
+    ctx.pin.restore();
+    apply_caps(0, false, bounding);
+    set_no_new_privs();
+    if (plan.reexec_pid1) {
+        // --info-fd/--json-status-fd with a new user namespace: the caller
+        // must be able to open /proc/PID/ns of the child-pid it is told (to
+        // join the sandbox, as with bwrap), and the kernel lets it only if
+        // PID 1's mm belongs to a user namespace the caller owns. An exec
+        // makes a new mm in the current one, the sandbox's. Security: the
+        // command holds no CAP_SYS_PTRACE there (make_launch_plan asks for
+        // that), so it still cannot reach PID 1; and it waits on `go` until
+        // the new image has made itself non-dumpable again.
+        for (int fd : {sock, go.get()})
+            check(::fcntl(fd, F_SETFD, 0), "fcntl(F_SETFD)");
+        // The new image keeps this process's name (bwrap's PID 1 is called
+        // as the caller called it), which exec would replace.
+        char name[16] = {};
+        ::prctl(PR_GET_NAME, name, 0, 0, 0);
+        const std::string args[] = {name,
+                                    kPid1Mode,
+                                    std::to_string(command),
+                                    plan.process.forward_signals ? "1" : "0",
+                                    std::to_string(sock),
+                                    std::to_string(go.get())};
+        std::vector<char*> argv;
+        for (const std::string& arg : args)
+            argv.push_back(const_cast<char*>(arg.c_str()));
+        argv.push_back(nullptr);
+        char* envp[] = {nullptr};
+        ::syscall(SYS_execveat, ctx.exe.get(), "", argv.data(), envp, AT_EMPTY_PATH);
+        throw SysError(errno, "Can't run PID 1 as a fresh image (execveat)");
+    }
+    reap(command, plan.process.forward_signals, sock);
+}
+
+// What the first process's steps share: the plan, the caller's fds it uses
+// (this process's copies), and what a step keeps for a later one.
+struct Setup {
+    const LaunchPlan& plan;
+    const LaunchContext& ctx;
+    SandboxFds fds;
+    bool report;
+    int sock;  // the setup channel to the monitor
+    std::string_view step;  // the step running, for its error; constant text (allocates nothing)
+    UniqueFd proc_dir;  // --disable-userns: the host's /proc, for the command's nested namespace
+    std::vector<UniqueFd> locks;  // --lock-file
+};
+
+// 1. Report the new namespaces (--info-fd, --json-status-fd) while
+// /proc/self/ns is still ours to read.
+void report_namespaces(Setup& s)
+{
+    if (s.report)
+        send_message(s.sock, own_namespaces(s.plan));
+}
+
+// 2. User namespace: map the caller's ids, or with --userns-block-fd wait for
+// the caller to write the maps (it learnt our pid from --info-fd).
+void map_ids(Setup& s)
+{
+    const LaunchPlan& plan = s.plan;
+    if (s.fds.userns_block)
+        wait_for_fd(std::move(s.fds.userns_block));
+    else if (plan.host_user)
+        wait_for_monitor(s.sock);  // maps naming another user are the monitor's to write
+    else if (plan.clone_flags & CLONE_NEWUSER)
+        write_id_maps(plan.uid, plan.real_uid, plan.gid, plan.real_gid);
+}
+
+// 3. --disable-userns: cap the user namespaces below ours at one.
+void limit_nested_user_namespaces(Setup& s)
+{
+    if (s.plan.process.disable_userns)
+        s.proc_dir = limit_user_namespaces();
+}
+
+// 4. Die with the monitor (--die-with-parent, --forward-signals).
+void die_with_the_monitor(Setup& s)
+{
+    if (s.plan.process.die_with_parent || s.plan.process.forward_signals)
+        die_with_monitor(s.sock);
+}
+
+// 5. UTS namespace: hostname.
+void set_hostname(Setup& s)
+{
+    if (const auto& name = s.plan.process.hostname)
+        check(::sethostname(name->data(), name->size()), "sethostname");
+}
+
+// 6. Network namespace: lo up, as bwrap does; nothing else exists in it but,
+// for --egress, the synthetic addresses' network (relay/dns.h).
+void bring_up_loopback(Setup& s)
+{
+    if (s.plan.clone_flags & CLONE_NEWNET)
+        net::loopback_up();
+    if (s.plan.process.egress)
+        net::add_loopback_address(net::kTransparentNet);
+}
+
+// 7. Relay listeners on the sandbox's loopback, handed to the monitor: the
+// sandbox sees only 127.0.0.1:PORT, never the host's socket. --egress: the
+// proxy's, then the transparent listeners and the resolver's socket.
+void send_listeners(Setup& s)
+{
+    for (const RelayEndpoint& relay : s.plan.process.relays)
+        send_message(s.sock, ListenersMsg{net::listen_loopback(relay.port, "--relay")});
+    if (const auto& egress = s.plan.process.egress) {
+        send_message(s.sock, ListenersMsg{net::listen_loopback(egress->port, "--egress")});
+        send_message(s.sock, ListenersMsg{net::listen_transparent(egress->transparent_ports)});
+        std::vector<UniqueFd> dns;
+        dns.push_back(net::dns_socket());
+        send_message(s.sock, ListenersMsg{std::move(dns)});
+    }
+}
+
+// 8. Mount namespace: the new root, in command-line order, then pivot_root;
+// the data and --bind-fd fds are used up here.
+void build_root(Setup& s)
+{
+    const LaunchPlan& plan = s.plan;
+    // Security: --host-user: the sources are opened with the caller's
+    // (root's) rights; then this process becomes USER for good, before it
+    // makes anything, so that everything the sandbox makes or touches on
+    // the host from here on, the command most of all, is USER's doing.
+    std::function<void()> sources_opened;
+    if (plan.host_user)
+        sources_opened = [&] {
+            s.step = "8 (--host-user)";
+            become_host_user(plan.uid, plan.gid);
+            s.step = "8 (mounts)";
+        };
+    std::vector<UniqueFd> tmpfs = mount::apply(plan.mounts, std::move(s.fds.mount), sources_opened);
+    // --json-status-fd: the monitor measures what the tmpfs mounts hold
+    // through these fds, never through paths the command controls.
+    if (s.ctx.tmpfs_report && !tmpfs.empty()) {
+        tmpfs.resize(std::min(tmpfs.size(), kMaxTmpfsReported));
+        send_message(s.sock, TmpfsMsg{std::move(tmpfs)});
+    }
+}
+
+// 8. --login-file: each DEST starts as SRC's copy; the monitor gets its
+// directory (a tmpfs) to watch and to read DEST through. The command starts
+// only once the monitor watches every DEST: a renewal made before the watch
+// would come with no event, and only a close event says that an in-place
+// writer is done.
+void seed_login_files(Setup& s)
+{
+    const std::vector<LoginFile>& files = s.plan.process.login_files;
+    for (size_t i = 0; i < files.size(); ++i)
+        send_message(s.sock, LoginDirMsg{static_cast<uint32_t>(i), seed_login_file(files[i], s.ctx.login_seeds[i])});
+    for (size_t i = 0; i < files.size(); ++i)
+        wait_for_monitor(s.sock);
+}
+
+// 9. --lock-file: this process holds the locks until the sandbox ends (the
+// command's copies of the fds close at exec; a POSIX lock belongs to the
+// process that took it).
+void lock_files(Setup& s)
+{
+    s.locks = take_locks(s.plan);
+}
+
+// 10. --userns2: setup is done; PID 1 and the command live in this user
+// namespace, below the one that owns the sandbox's namespaces.
+void enter_userns2(Setup& s)
+{
+    if (s.fds.userns2)
+        join_namespace(s.fds.userns2, CLONE_NEWUSER);
+    s.fds.userns2 = {};
+}
+
+// 11. --block-fd: setup is done; wait for the caller's go.
+void wait_for_block_fd(Setup& s)
+{
+    if (s.fds.block)
+        wait_for_fd(std::move(s.fds.block));
+}
+
+// 12. A PID namespace (or --sync-fd/--lock-file, which need a holder that
+// outlives the command's exec): stay as PID 1 to reap, and fork the command
+// (PID 2). Returns only without plan.fork_command.
+void fork_command_and_reap(Setup& s)
+{
+    const LaunchPlan& plan = s.plan;
+    const LaunchContext& ctx = s.ctx;
+    const int sock = s.sock;
+    if (!plan.fork_command)
+        return;
+    sigset_t block = reaper::signals_to_block(plan.process.forward_signals);
+    check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
+    pid_t holder = ::getpid();
+    // plan.reexec_pid1: the command waits until PID 1 runs as a fresh
+    // image and is non-dumpable again (be_reaper).
+    UniqueFd go_read, go_write;
+    if (plan.reexec_pid1) {
+        int go[2];
+        check(::pipe2(go, O_CLOEXEC), "pipe2");
+        go_read.reset(go[0]);
+        go_write.reset(go[1]);
+    }
+    ExecImage image = prepare_exec(plan, s.fds.inherited);
+    // Start-up speed: PID 2 shares PID 1's memory until its exec
+    // (vfork), so neither the page tables of cocoon's image are
+    // copied nor its pages copied on write: ~100 us of the start-up
+    // path. PID 1 waits meanwhile, so PID 2 writes nothing PID 1
+    // reads afterwards (the go pipe is unused here; `environ` is
+    // PID 1's no more). Not where PID 2 waits for PID 1 (the go pipe
+    // of reexec_pid1) or makes a user namespace, which the kernel
+    // refuses to a process sharing its memory.
+    const bool share_memory = command_shares_memory(plan);
+    // Security: PID 1 is stopped until the command runs, so it cannot
+    // make itself non-dumpable in time (be_reaper): it does so now. The
+    // flag belongs to the memory, which PID 2 leaves at its exec.
+    // The bounding set both processes end with is dropped here, once:
+    // PID 1 would otherwise drop it while the command starts on its CPU.
+    if (share_memory) {
+        check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+        drop_bounding(plan.caps);
+    }
+    pid_t command = static_cast<pid_t>(check(share_memory ? ::vfork() : ::fork(), "fork"));
+    if (command == 0) {
+        go_write.reset();
+        char byte;
+        if (go_read && ::read(go_read.get(), &byte, 1) != 1)
+            ::_exit(1);  // PID 1 failed and reported why
+        go_read.reset();
+        // Without a PID namespace the kernel does not end the command
+        // with this process; --die-with-parent still must.
+        if (!(plan.clone_flags & CLONE_NEWPID) && (plan.process.die_with_parent || plan.process.forward_signals)) {
+            set_parent_death_signal();
+            if (::getppid() != holder)
+                ::_exit(1);
+        }
+        command_main(plan, ctx, image, s.proc_dir.get(), sock, bounding_after_fork(plan));
+    }
+    // Security: the holder keeps only what it needs of the caller's
+    // fds (bwrap's init does the same): a pipe or directory the
+    // caller let slip through must not live on in a process that may
+    // outlive cocoon. The fds handed over to the command are its
+    // alone: a pipe's reader waiting for EOF sees it when the
+    // command closes its end, as under bwrap, whose init closes them.
+    s.fds.inherited.clear();
+    s.proc_dir.reset();
+    go_read.reset();
+    // PID 1 holds no directory of the command's (prepare_exec entered
+    // it): a busy working directory would make its unmount fail.
+    check(::chdir("/"), "chdir /");
+    std::vector<int> keep{sock, s.fds.sync.get(), ctx.exe.get(), go_write.get()};
+    for (const UniqueFd& lock : s.locks)
+        keep.push_back(lock.get());
+    close_fds_except(keep);
+    be_reaper(plan, ctx, command, sock, std::move(go_write), bounding_after_fork(plan));
+}
+
+// 13. Otherwise this process becomes the command, and the one that keeps
+// --sync-fd.
+void exec_here(Setup& s)
+{
+    ExecImage image = prepare_exec(s.plan, s.fds.inherited);
+    exec_command(s.plan, s.ctx, image, s.proc_dir.get(), std::move(s.fds.sync));
+}
+
+// The first process's steps, in order; each error names its step.
+struct Step {
+    std::string_view name;
+    void (*run)(Setup&);
+};
+constexpr Step kSteps[] = {
+    {"1 (namespace report)", report_namespaces},
+    {"2 (id maps)", map_ids},
+    {"3 (user namespace limit)", limit_nested_user_namespaces},
+    {"4 (parent death signal)", die_with_the_monitor},
+    {"5 (hostname)", set_hostname},
+    {"6 (loopback)", bring_up_loopback},
+    {"7 (relay listeners)", send_listeners},
+    {"8 (mounts)", build_root},
+    {"8 (login files)", seed_login_files},
+    {"9 (lock files)", lock_files},
+    {"10 (--userns2)", enter_userns2},
+    {"11 (--block-fd)", wait_for_block_fd},
+    {"12 (reaper)", fork_command_and_reap},
+    {"13 (exec)", exec_here},
+};
+
+}  // namespace
+
+// Makes our process group the terminal's foreground one. SIGTTOU is blocked
+// meanwhile: tcsetpgrp from a background group would stop us otherwise.
+void take_terminal()
+{
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    ::sigprocmask(SIG_BLOCK, &ttou, &old);
+    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+[[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock)
+{
+    Setup s{plan, ctx, std::move(fds), report, sock, {}, {}, {}};
+    try {
+        for (const Step& step : kSteps) {
+            s.step = step.name;
+            step.run(s);
+        }
+        throw SysError(EINVAL, "the command was neither run nor forked");  // the last step never returns
+    } catch (const std::exception& e) {
+        send_message(sock, error_message(e, std::string(s.step)));
+        ::_exit(1);
+    }
+}
+
+bool is_pid1_mode(const std::vector<std::string>& args)
+{
+    return !args.empty() && args[0] == kPid1Mode;
+}
+
+void pid1_main(const std::vector<std::string>& args)
+{
+    // First of all: nothing in the sandbox may ptrace this image (the
+    // command is held until release_command, below).
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || args.size() != 5 || ::getpid() != 1)
+        ::_exit(1);
+    ::prctl(PR_SET_NAME, program_invocation_name, 0, 0, 0);
+    auto number = [](const std::string& text) { return static_cast<int>(std::strtol(text.c_str(), nullptr, 10)); };
+    const pid_t command = number(args[1]);
+    const int sock = number(args[3]), go = number(args[4]);
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+    release_command(go);
+    ::close(go);
+    reap(command, args[2] == "1", sock);
+}
+
+}  // namespace cocoon::ns

@@ -1,0 +1,76 @@
+// What launch() (ns/launch.cc, in the monitor) hands the sandbox's first process
+// (ns/first_process.cc). Internal to ns/.
+#pragma once
+
+#include <sched.h>
+#include <signal.h>
+
+#include <optional>
+#include <vector>
+
+#include "base/unique_fd.h"
+#include "ns/launch.h"
+#include "ns/monitor/login_file.h"
+
+namespace cocoon::ns {
+
+// Start-up speed: the setup chain (monitor -> PID 1 -> PID 2) runs one step at
+// a time, so it is kept on the CPU cocoon started on: each hand-off is then a
+// local context switch rather than the wake-up of an idle CPU, which is slow
+// on virtual machines. Every process gets the caller's affinity back before
+// it does real work: the monitor with release(), the sandbox's processes
+// (forked with the pin) with restore().
+class CpuPin {
+public:
+    CpuPin()
+    {
+        cpu_set_t caller, one;
+        int cpu = ::sched_getcpu();
+        if (cpu < 0 || ::sched_getaffinity(0, sizeof caller, &caller) < 0)
+            return;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (::sched_setaffinity(0, sizeof one, &one) == 0)
+            m_caller = caller;
+    }
+    CpuPin(const CpuPin&) = delete;
+    CpuPin& operator=(const CpuPin&) = delete;
+    ~CpuPin() { release(); }
+
+    void restore() const
+    {
+        if (m_caller)
+            ::sched_setaffinity(0, sizeof *m_caller, &*m_caller);
+    }
+    void release()
+    {
+        restore();
+        m_caller.reset();
+    }
+
+private:
+    std::optional<cpu_set_t> m_caller;
+};
+
+// What one launch decides when it starts, beside the (const) plan.
+struct LaunchContext {
+    bool terminal_foreground = false;  // cocoon's group owned the terminal: the command gets it
+    sigset_t caller_mask{};  // the signal mask the command gets back
+    CpuPin pin;
+    UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
+    std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
+    int command_cgroup_procs = -1;  // the command's leaf cgroup.procs, for PID 2 (SandboxCgroup)
+    bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/monitor/command_watch.h)
+    bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
+};
+
+// Makes our process group the terminal's foreground one (the command's, and
+// the monitor's again at the end).
+void take_terminal();
+
+// The sandbox's first process. Never returns: it execs the command, becomes
+// the reaper, or reports what failed (and in which step) to the monitor and
+// exits 1. fds: the caller's fds the sandbox uses (this process's copies).
+[[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock);
+
+}  // namespace cocoon::ns
