@@ -67,6 +67,85 @@ UniqueFd watch_parent()
     return fd;
 }
 
+// The setup channel's two ends, and the cgroup the first process starts in.
+struct FirstProcessFds {
+    int sock;  // the monitor's end
+    int child_sock;  // the first process's end
+    int cgroup;
+};
+
+// Clones the sandbox's first process (child_main), or with --userns/--pidns
+// has a helper join those and clone it. in_helper: what the helper or the
+// first process drops of the monitor's; close_cgroup: the cgroup fds, which
+// the joining helper keeps until it has cloned.
+sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds& sandbox,
+                                FirstProcessFds fds, bool report, const std::function<void()>& in_helper,
+                                const std::function<void()>& close_cgroup)
+{
+    if (sandbox.userns || sandbox.pidns) {
+        JoinedChild joined = clone_in_joined_namespaces(plan, sandbox, fds.child_sock, fds.cgroup, in_helper, [&] {
+            close_cgroup();
+            child_main(plan, ctx, std::move(sandbox), report, fds.child_sock);
+        });
+        if (!joined.pidfd || joined.pid <= 0) {
+            if (joined.pidfd)
+                kill_and_reap(joined.pidfd.get());
+            auto msg = receive_queued_message(fds.sock);
+            if (auto* err = msg ? std::get_if<ErrorMsg>(&*msg) : nullptr)
+                rethrow(*err);
+            throw UsageError("Joining the namespaces failed");
+        }
+        return sys::Cloned{joined.pid, std::move(joined.pidfd)};
+    }
+    sys::Cloned first;
+    try {
+        first = sys::clone3(plan.clone_flags, fds.cgroup);
+    } catch (const SysError& e) {
+        throw SysError(e.code(), "Creating new namespace failed");
+    }
+    if (first.pid == 0) {
+        in_helper();
+        close_cgroup();
+        child_main(plan, ctx, std::move(sandbox), report, fds.child_sock);
+    }
+    return first;
+}
+
+// --host-user: the first process waits for its id maps (child_main, step 2),
+// which name another user: the monitor's to write.
+void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int sock)
+{
+    try {
+        map_host_user(first.pid, plan.uid, plan.real_uid, plan.gid, plan.real_gid);
+        if (::send(sock, "1", 1, MSG_NOSIGNAL) != 1)
+            throw SysError(errno, "--host-user: send");
+    } catch (...) {
+        kill_and_reap(first.pidfd.get());
+        throw;
+    }
+}
+
+// cocoon's own binary (O_PATH), which PID 1 runs again as a fresh image
+// (plan.reexec_pid1).
+UniqueFd own_binary()
+{
+    UniqueFd exe(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
+    if (!exe)
+        throw SysError(errno, "Can't open /proc/self/exe");
+    return exe;
+}
+
+// Each relayed connection holds about two fds in the monitor; use the whole
+// hard limit (the sandbox was cloned with the caller's limits).
+void raise_fd_limit()
+{
+    rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
 }  // namespace
 
 int launch(const LaunchPlan& plan, CallerFds fds)
@@ -109,11 +188,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         ctx.command_cgroup_procs = cgroup.command_procs_fd();
         ctx.send_command_pidfd = cgroup.pid1_movable();
     }
-    if (plan.reexec_pid1) {
-        ctx.exe.reset(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
-        if (!ctx.exe)
-            throw SysError(errno, "Can't open /proc/self/exe");
-    }
+    if (plan.reexec_pid1)
+        ctx.exe = own_binary();
     // The first process's view: none of the monitor's own fds. The joining
     // helper drops them too, but keeps the cgroup's until it has cloned.
     auto in_helper = [&] {
@@ -123,63 +199,17 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         logins = LoginFiles();
         terminals.forget();
     };
-    auto in_child = [&] {
-        in_helper();
-        cgroup.close_in_child();
-    };
-    sys::Cloned first;
-    if (fds.sandbox.userns || fds.sandbox.pidns) {
-        // --userns, --pidns: a helper joins them and clones the first process.
-        JoinedChild joined =
-            clone_in_joined_namespaces(plan, fds.sandbox, child_sock.get(), first_cgroup, in_helper, [&] {
-                cgroup.close_in_child();
-                child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
-            });
-        if (!joined.pidfd || joined.pid <= 0) {
-            if (joined.pidfd)
-                kill_and_reap(joined.pidfd.get());
-            auto msg = receive_queued_message(sock.get());
-            if (auto* err = msg ? std::get_if<ErrorMsg>(&*msg) : nullptr)
-                rethrow(*err);
-            throw UsageError("Joining the namespaces failed");
-        }
-        first = sys::Cloned{joined.pid, std::move(joined.pidfd)};
-    } else {
-        try {
-            first = sys::clone3(plan.clone_flags, first_cgroup);
-        } catch (const SysError& e) {
-            throw SysError(e.code(), "Creating new namespace failed");
-        }
-        if (first.pid == 0) {
-            in_child();
-            child_main(plan, ctx, std::move(fds.sandbox), report, child_sock.get());
-        }
-    }
+    sys::Cloned first = start_first_process(plan, ctx, fds.sandbox, {sock.get(), child_sock.get(), first_cgroup},
+                                            report, in_helper, [&] { cgroup.close_in_child(); });
     child_sock.reset();
-    // --host-user: the first process waits for its id maps (child_main, step 2).
-    if (plan.host_user) {
-        try {
-            map_host_user(first.pid, plan.uid, plan.real_uid, plan.gid, plan.real_gid);
-            if (::send(sock.get(), "1", 1, MSG_NOSIGNAL) != 1)
-                throw SysError(errno, "--host-user: send");
-        } catch (...) {
-            kill_and_reap(first.pidfd.get());
-            throw;
-        }
-    }
+    if (plan.host_user)
+        write_host_user_maps(plan, first, sock.get());
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
     // the sync fd reaches EOF exactly when the sandbox ends, cocoon alive or not.
     fds.sandbox = {};
     ctx.pin.release();
-    if (!plan.process.relays.empty()) {
-        // Each relayed connection holds about two fds in the monitor; use the
-        // whole hard limit (the sandbox was cloned with the caller's limits).
-        rlimit limit;
-        if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-            limit.rlim_cur = limit.rlim_max;
-            ::setrlimit(RLIMIT_NOFILE, &limit);
-        }
-    }
+    if (!plan.process.relays.empty())
+        raise_fd_limit();
 
     int code;
     try {
