@@ -64,69 +64,9 @@ void plan_transparent_egress(ns::EgressEndpoint& egress, const std::vector<ns::R
     mounts.ops.emplace_back(std::move(resolv));
 }
 
-}  // namespace
-
-ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
+// --relay and --egress: each needs the sandbox's own network.
+void check_network_options(const Options& o)
 {
-    if (o.command.empty())
-        throw UsageError("No command specified (see --help)");
-
-    ns::LaunchPlan plan;
-    const bool root = host.uid == 0;
-    // Security: an unprivileged caller gets its powers only inside a user
-    // namespace it owns; a root caller may ask for one, or try for one.
-    // bwrap's rules: a joined user namespace replaces the new one, so asking
-    // for both is a contradiction (--unshare-all asks for one too).
-    const bool join_user = o.fds.userns >= 0;
-    if (join_user && o.unshare_user)
-        throw UsageError("--userns not compatible --unshare-user");
-    if (join_user && o.unshare_user_try)
-        throw UsageError("--userns not compatible --unshare-user-try");
-    // Security: --host-user: a user namespace of cocoon's own making, mapped
-    // to that user instead of the caller, so that the sandbox never acts on
-    // the host as root (ns/host_user.h); only root may map another user's
-    // ids, and only cocoon writes the maps.
-    if (o.host_user) {
-        if (!root)
-            throw UsageError("--host-user needs a root caller: this is uid " + std::to_string(host.uid) +
-                             ", whose sandbox acts on the host as uid " + std::to_string(host.uid) + " already");
-        if (join_user)
-            throw UsageError("--host-user cannot be combined with --userns (cocoon maps a namespace it makes)");
-        if (o.fds.userns2 >= 0)
-            throw UsageError("--host-user cannot be combined with --userns2 (cocoon maps a namespace it makes)");
-        if (o.fds.userns_block >= 0)
-            throw UsageError("--host-user cannot be combined with --userns-block-fd (cocoon writes the id maps)");
-    }
-    const bool user_ns =
-        !join_user && (!root || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
-    plan.clone_flags = CLONE_NEWNS;
-    if (user_ns)
-        plan.clone_flags |= CLONE_NEWUSER;
-    if (o.unshare_pid)
-        plan.clone_flags |= CLONE_NEWPID;
-    if (o.unshare_net)
-        plan.clone_flags |= CLONE_NEWNET;
-    if (o.unshare_ipc)
-        plan.clone_flags |= CLONE_NEWIPC;
-    if (o.unshare_uts)
-        plan.clone_flags |= CLONE_NEWUTS;
-    if (o.unshare_cgroup || (o.unshare_cgroup_try && host.has_cgroup_ns))
-        plan.clone_flags |= CLONE_NEWCGROUP;
-
-    // With --userns, --uid and --gid pick ids the joined namespace already
-    // maps (bwrap switches to them); there are no maps to write.
-    if (o.uid && !user_ns && !join_user)
-        throw UsageError("Specifying --uid requires --unshare-user");
-    if (o.gid && !user_ns && !join_user)
-        throw UsageError("Specifying --gid requires --unshare-user");
-    if (o.process.as_pid_1 && !o.unshare_pid)
-        throw UsageError("Specifying --as-pid-1 requires --unshare-pid");
-    // Without a PID namespace cocoon cannot find every process of the sandbox
-    // to signal or kill.
-    if (o.process.forward_signals && !o.unshare_pid)
-        throw UsageError("Specifying --forward-signals requires --unshare-pid");
-    if (o.process.kill_after && !o.unshare_pid)
-        throw UsageError("Specifying --kill-after requires --unshare-pid");
     if (!o.process.relays.empty() && !o.unshare_net)
         throw UsageError("Specifying --relay requires --unshare-net");
     for (size_t i = 0; i < o.process.relays.size(); ++i) {
@@ -150,6 +90,64 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         for (const std::string& pattern : egress->allow)
             relay::parse_allow_rule(pattern);  // throws naming the pattern
     }
+}
+
+// Security: --host-user: a user namespace of cocoon's own making, mapped
+// to that user instead of the caller, so that the sandbox never acts on
+// the host as root (ns/host_user.h); only root may map another user's
+// ids, and only cocoon writes the maps.
+void check_host_user(const Options& o, const HostFacts& host, bool join_user)
+{
+    if (!o.host_user)
+        return;
+    if (host.uid != 0)
+        throw UsageError("--host-user needs a root caller: this is uid " + std::to_string(host.uid) +
+                         ", whose sandbox acts on the host as uid " + std::to_string(host.uid) + " already");
+    if (join_user)
+        throw UsageError("--host-user cannot be combined with --userns (cocoon maps a namespace it makes)");
+    if (o.fds.userns2 >= 0)
+        throw UsageError("--host-user cannot be combined with --userns2 (cocoon maps a namespace it makes)");
+    if (o.fds.userns_block >= 0)
+        throw UsageError("--host-user cannot be combined with --userns-block-fd (cocoon writes the id maps)");
+}
+
+// The namespaces the first process is cloned into.
+unsigned long long clone_flags_for(const Options& o, const HostFacts& host, bool user_ns)
+{
+    unsigned long long flags = CLONE_NEWNS;
+    if (user_ns)
+        flags |= CLONE_NEWUSER;
+    if (o.unshare_pid)
+        flags |= CLONE_NEWPID;
+    if (o.unshare_net)
+        flags |= CLONE_NEWNET;
+    if (o.unshare_ipc)
+        flags |= CLONE_NEWIPC;
+    if (o.unshare_uts)
+        flags |= CLONE_NEWUTS;
+    if (o.unshare_cgroup || (o.unshare_cgroup_try && host.has_cgroup_ns))
+        flags |= CLONE_NEWCGROUP;
+    return flags;
+}
+
+// bwrap's rules for options that need a namespace or another option, and
+// cocoon's for its own.
+void check_process_options(const Options& o, bool user_ns, bool join_user)
+{
+    // With --userns, --uid and --gid pick ids the joined namespace already
+    // maps (bwrap switches to them); there are no maps to write.
+    if (o.uid && !user_ns && !join_user)
+        throw UsageError("Specifying --uid requires --unshare-user");
+    if (o.gid && !user_ns && !join_user)
+        throw UsageError("Specifying --gid requires --unshare-user");
+    if (o.process.as_pid_1 && !o.unshare_pid)
+        throw UsageError("Specifying --as-pid-1 requires --unshare-pid");
+    // Without a PID namespace cocoon cannot find every process of the sandbox
+    // to signal or kill.
+    if (o.process.forward_signals && !o.unshare_pid)
+        throw UsageError("Specifying --forward-signals requires --unshare-pid");
+    if (o.process.kill_after && !o.unshare_pid)
+        throw UsageError("Specifying --kill-after requires --unshare-pid");
     if (o.process.hostname && !o.unshare_uts)
         throw UsageError("Specifying --hostname requires --unshare-uts");
     if (o.fds.userns_block >= 0 && !user_ns)
@@ -172,7 +170,14 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // its exec would drop them.
     if (o.process.as_pid_1 && !o.process.lock_files.empty())
         throw UsageError("Specifying --as-pid-1 and --lock-file is not permitted");
+    check_network_options(o);
+}
 
+// The ids: the command's inside (--uid, --gid, else the caller's), the host's
+// they map to (--host-user's user, else the caller's); with --userns, the ids
+// to switch to in the joined namespace.
+void plan_ids(ns::LaunchPlan& plan, const Options& o, const HostFacts& host, bool join_user)
+{
     plan.real_uid = host.uid;
     plan.real_gid = host.gid;
     if (o.host_user) {
@@ -187,6 +192,33 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         plan.switch_uid = o.uid;
         plan.switch_gid = o.gid;
     }
+}
+
+}  // namespace
+
+ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
+{
+    if (o.command.empty())
+        throw UsageError("No command specified (see --help)");
+
+    ns::LaunchPlan plan;
+    const bool root = host.uid == 0;
+    // Security: an unprivileged caller gets its powers only inside a user
+    // namespace it owns; a root caller may ask for one, or try for one.
+    // bwrap's rules: a joined user namespace replaces the new one, so asking
+    // for both is a contradiction (--unshare-all asks for one too).
+    const bool join_user = o.fds.userns >= 0;
+    if (join_user && o.unshare_user)
+        throw UsageError("--userns not compatible --unshare-user");
+    if (join_user && o.unshare_user_try)
+        throw UsageError("--userns not compatible --unshare-user-try");
+    check_host_user(o, host, join_user);
+    const bool user_ns =
+        !join_user && (!root || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
+    plan.clone_flags = clone_flags_for(o, host, user_ns);
+    check_process_options(o, user_ns, join_user);
+
+    plan_ids(plan, o, host, join_user);
 
     plan.mounts = mount::make_plan(o.mounts, host.stdout_tty);
     // --fresh-home belongs to the command: the setup process that mounts it
