@@ -74,6 +74,28 @@ void join_namespace(const CallerFd& fd, int nstype)
     throw SysError(err, "Joining " + fd.name + " failed" + hint);
 }
 
+namespace {
+
+// CLONE_PARENT: the first process is the monitor's child, so it dies with
+// the monitor (PDEATHSIG) and is reaped by it. Its pidfd goes to the monitor:
+// a pid read here would be in the joined PID namespace's numbering.
+sys::Cloned clone_first(unsigned long long flags, int cgroup_fd, const SandboxFds& fds)
+{
+    try {
+        return sys::clone3(flags | CLONE_PARENT, cgroup_fd);
+    } catch (const SysError& e) {
+        // The kernel nests a PID namespace only under one whose owner is our
+        // user namespace or an ancestor of it.
+        bool nested = fds.pidns && (flags & CLONE_NEWPID) && e.code() == EINVAL;
+        throw SysError(e.code(),
+                       "Creating new namespace failed" + (nested ? " (--unshare-pid inside " + fds.pidns.name +
+                                                                       " needs --userns with that namespace's owner)"
+                                                                 : std::string()));
+    }
+}
+
+}  // namespace
+
 JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock, int cgroup_fd,
                                        const std::function<void()>& in_helper, const std::function<void()>& child)
 {
@@ -108,22 +130,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds&
                     }
                 }
             }
-            // CLONE_PARENT: the first process is the monitor's child, so it
-            // dies with the monitor (PDEATHSIG) and is reaped by it. Its pidfd
-            // goes to the monitor: a pid read here would be in the joined PID
-            // namespace's numbering.
-            sys::Cloned first;
-            try {
-                first = sys::clone3(flags | CLONE_PARENT, cgroup_fd);
-            } catch (const SysError& e) {
-                // The kernel nests a PID namespace only under one whose owner
-                // is our user namespace or an ancestor of it.
-                bool nested = fds.pidns && (flags & CLONE_NEWPID) && e.code() == EINVAL;
-                throw SysError(e.code(), "Creating new namespace failed" +
-                                             (nested ? " (--unshare-pid inside " + fds.pidns.name +
-                                                           " needs --userns with that namespace's owner)"
-                                                     : std::string()));
-            }
+            sys::Cloned first = clone_first(flags, cgroup_fd, fds);
             if (first.pid == 0) {
                 pidfd_write.reset();
                 child();
