@@ -17,29 +17,22 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "ns/monitor/usage.h"
 
 namespace cocoon::ns {
 namespace {
 
-// A cgroup file's content, or nullopt when it is not there (a controller
-// that does not run here) or cannot be read.
-std::optional<std::string> read_at(int dir, const char* name)
+// A cgroup file's content, or "" when it is not there (a controller that
+// does not run here) or cannot be read.
+std::string read_at(int dir, const char* name)
 {
-    UniqueFd fd(::openat(dir, name, O_RDONLY | O_CLOEXEC));
-    if (!fd)
-        return std::nullopt;
-    char buf[4096];
-    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
-    if (n < 0)
-        return std::nullopt;
-    return std::string(buf, static_cast<size_t>(n));
+    return sys::read_small(dir, name, 4096);
 }
 
 // Writes one value to a cgroup file; the errno, or 0.
@@ -74,11 +67,11 @@ std::optional<uint64_t> keyed(const std::string& text, const std::string& key)
     return std::nullopt;
 }
 
-std::optional<uint64_t> number(const std::optional<std::string>& text)
+std::optional<uint64_t> number(const std::string& text)
 {
-    if (!text || text->empty() || (*text)[0] < '0' || (*text)[0] > '9')
+    if (text.empty() || text[0] < '0' || text[0] > '9')
         return std::nullopt;
-    return std::strtoull(text->c_str(), nullptr, 10);
+    return std::strtoull(text.c_str(), nullptr, 10);
 }
 
 // Whether this process may make a cgroup in dir and move processes between
@@ -86,22 +79,6 @@ std::optional<uint64_t> number(const std::optional<std::string>& text)
 bool writable_cgroup(const std::string& dir)
 {
     return ::access(dir.c_str(), W_OK) == 0 && ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
-}
-
-// The child cgroup names directly under dir.
-std::vector<std::string> children(int dir)
-{
-    std::vector<std::string> out;
-    UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
-    if (!d)
-        return out;
-    copy.release();
-    while (const dirent* e = ::readdir(d))
-        if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-            out.emplace_back(e->d_name);
-    ::closedir(d);
-    return out;
 }
 
 // Removes the cgroup `name` under parent and every cgroup the sandbox made
@@ -119,9 +96,10 @@ std::string remove_tree(int parent, const std::string& name, const std::string& 
     }
     std::string failed;
     if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)})
-        for (const std::string& child : children(dir.get()))
-            if (std::string why = remove_tree(dir.get(), child, path + "/" + child); failed.empty())
-                failed = why;
+        for (const sys::DirEntry& child : sys::list_dir(dir.get()))
+            if (child.type == DT_DIR)
+                if (std::string why = remove_tree(dir.get(), child.name, path + "/" + child.name); failed.empty())
+                    failed = why;
     for (int i = 0; i < 50; ++i) {
         if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT)
             return failed;
@@ -138,23 +116,13 @@ std::string remove_tree(int parent, const std::string& name, const std::string& 
 // one that still has processes.
 void remove_stale(int parent)
 {
-    UniqueFd copy(::openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* dir = copy ? ::fdopendir(copy.get()) : nullptr;
-    if (!dir)
-        return;
-    copy.release();
     const time_t now = ::time(nullptr);
-    std::vector<std::string> stale;
-    while (dirent* e = ::readdir(dir)) {
+    for (const sys::DirEntry& e : sys::list_dir(parent)) {
         struct stat st {};
-        if (!is_stale_cgroup_name(e->d_name) || ::fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISDIR(st.st_mode) || now - st.st_mtime < 60)
-            continue;
-        stale.emplace_back(e->d_name);
+        if (is_stale_cgroup_name(e.name) && ::fstatat(parent, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode) && now - st.st_mtime >= 60)
+            remove_tree(parent, e.name, e.name);
     }
-    ::closedir(dir);
-    for (const std::string& name : stale)
-        remove_tree(parent, name, name);
 }
 
 }  // namespace
@@ -195,23 +163,16 @@ OwnCgroup own_cgroup()
 {
     // Start-up speed: plain reads (a start runs this; a stream costs its
     // locale and buffers).
-    auto text = [](const char* path) {
-        std::string out;
-        UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-        char buf[16384];
-        for (ssize_t n; fd && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
-            out.append(buf, static_cast<size_t>(n));
-        return out;
-    };
-    OwnCgroup own = parse_own_cgroup(text("/proc/self/mountinfo"), text("/proc/self/cgroup"));
+    constexpr size_t kMax = size_t{16} << 20;
+    OwnCgroup own = parse_own_cgroup(sys::read_small(AT_FDCWD, "/proc/self/mountinfo", kMax),
+                                     sys::read_small(AT_FDCWD, "/proc/self/cgroup", kMax));
     own.writable = !own.dir.empty() && writable_cgroup(own.dir);
     return own;
 }
 
 bool cgroup_offers(const std::string& dir, const std::string& controller)
 {
-    std::ifstream in(dir + "/cgroup.controllers");
-    return has_word(std::string(std::istreambuf_iterator<char>(in), {}), controller);
+    return has_word(sys::read_small(AT_FDCWD, (dir + "/cgroup.controllers").c_str(), 4096), controller);
 }
 
 bool is_stale_cgroup_name(const std::string& name)
@@ -276,15 +237,14 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     // children where they run here. Enabling fails in a cgroup that has
     // processes of its own (cgroup v2's rule), as a delegated own cgroup has:
     // the report then samples what the cgroup cannot give.
-    const std::string available = read_at(cg.m_parent.get(), "cgroup.controllers").value_or("");
+    const std::string available = read_at(cg.m_parent.get(), "cgroup.controllers");
     for (auto [name, limited] :
          {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
         const std::string option = std::string("--") + name + "-max";
         if (limited && !has_word(available, name))
             throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
                              " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
-        if (!has_word(available, name) ||
-            has_word(read_at(cg.m_parent.get(), "cgroup.subtree_control").value_or(""), name))
+        if (!has_word(available, name) || has_word(read_at(cg.m_parent.get(), "cgroup.subtree_control"), name))
             continue;
         if (int err = write_at(cg.m_parent.get(), "cgroup.subtree_control", std::string("+") + name); err && limited)
             throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
@@ -375,7 +335,7 @@ void SandboxCgroup::empty_out()
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (populated() && std::chrono::steady_clock::now() < deadline) {
         if (!kill_file) {
-            std::istringstream procs(read_at(m_dir.get(), "cgroup.procs").value_or(""));
+            std::istringstream procs(read_at(m_dir.get(), "cgroup.procs"));
             for (pid_t pid; procs >> pid;)
                 ::kill(pid, SIGKILL);
         }
@@ -389,7 +349,7 @@ void SandboxCgroup::account(Usage& usage) const
 {
     if (!m_dir)
         return;
-    const std::string cpu = read_at(m_dir.get(), "cpu.stat").value_or("");
+    const std::string cpu = read_at(m_dir.get(), "cpu.stat");
     auto user = keyed(cpu, "user_usec"), system = keyed(cpu, "system_usec");
     if (!user || !system)
         return;  // sampled, all of it
