@@ -188,6 +188,128 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
+namespace {
+
+// Where the sandbox's cgroup goes: --cgroup-parent, else the caller's own cgroup; nullopt where
+// the caller may make none there (resource use is sampled then). Throws UsageError when a limit
+// was asked for and there is nowhere to set it.
+std::optional<std::string> parent_dir(const CgroupOptions& options, bool& nsdelegate)
+{
+    if (options.parent)
+        return options.parent;
+    // Security: a sandbox left in the caller's cgroup has it as the root
+    // of every cgroup namespace the agent makes: its cgroup.kill and
+    // cgroup.freeze would reach the caller and everything beside it,
+    // wherever the caller's uid may write them. So wherever the caller
+    // may make a cgroup in its own (its uid may write there: root, or a
+    // delegated cgroup), the sandbox gets one below it, with or without
+    // a report. Where it may not, neither may the agent (same uid), save
+    // for a root caller whose cgroup2 is read-only or missing:
+    // --host-user closes that (SECURITY.md).
+    OwnCgroup own = own_cgroup();
+    if (own.mount.empty() || !own.writable) {
+        // The option a failure names: the limit the user asked for.
+        const char* what = options.memory_max ? "--memory-max" : "--pids-max";
+        if (options.has_limit())
+            throw UsageError(std::string(what) + ": no cgroup v2 to set it in (" +
+                             (own.mount.empty() ? std::string("cgroup2 is not mounted")
+                                                : "the caller may not write its cgroup " + own.dir) +
+                             "); give --cgroup-parent DIR");
+        return std::nullopt;
+    }
+    nsdelegate = own.nsdelegate;
+    return own.dir;
+}
+
+// The parent's directory fd, which every later step works in; `where` names it in errors.
+UniqueFd open_parent(const std::string& parent, const std::string& where)
+{
+    UniqueFd fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd)
+        throw UsageError(where + ": " + std::strerror(errno));
+    struct statfs fs {};
+    if (::fstatfs(fd.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+        throw UsageError(where + ": not a cgroup v2 directory");
+    return fd;
+}
+
+// The controllers a limit or the report needs, enabled for the parent's
+// children where they run here. Enabling fails in a cgroup that has
+// processes of its own (cgroup v2's rule), as a delegated own cgroup has:
+// the report then samples what the cgroup cannot give.
+void enable_controllers(int parent_fd, const std::string& parent, const CgroupOptions& options)
+{
+    const std::string available = read_at(parent_fd, "cgroup.controllers");
+    for (auto [name, limited] :
+         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
+        const std::string option = std::string("--") + name + "-max";
+        if (limited && !has_word(available, name))
+            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
+                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
+        if (!has_word(available, name) || has_word(read_at(parent_fd, "cgroup.subtree_control"), name))
+            continue;
+        if (int err = write_at(parent_fd, "cgroup.subtree_control", std::string("+") + name); err && limited)
+            throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
+                             "/cgroup.subtree_control: " + std::strerror(err));
+    }
+}
+
+// Makes and opens the sandbox's cgroup under parent_fd: cocoon-PID; where a
+// cgroup of that name is left (a killed cocoon of the same pid, or one of
+// another PID namespace: a container's pid 2, alive), cocoon-PID-N: a
+// leftover never blocks a start, nor is it touched. 0, or the errno.
+int make_own(int parent_fd, std::string& name, UniqueFd& dir)
+{
+    name = "cocoon-" + std::to_string(::getpid());
+    int made = ::mkdirat(parent_fd, name.c_str(), 0755);
+    for (int n = 1; made < 0 && errno == EEXIST && n < 100; ++n) {
+        name = "cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+        made = ::mkdirat(parent_fd, name.c_str(), 0755);
+    }
+    if (made == 0)
+        dir.reset(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir)
+        return 0;
+    const int err = errno;
+    if (made == 0)
+        ::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR);
+    return err;
+}
+
+// Security: the command and everything it starts live in a leaf below
+// the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
+// above, out of their view, so they can neither move nor freeze it, and
+// the cgroup.procs fd PID 2 moves itself with was opened here (the
+// kernel checks a cgroup.procs write against its opener).
+void make_command_leaf(int dir, const std::string& path, const std::string& where, UniqueFd& leaf, UniqueFd& procs)
+{
+    const std::string leaf_path = path + "/" + kCommandCgroup;
+    if (::mkdirat(dir, kCommandCgroup, 0755) < 0)
+        throw SysError(errno, where + ": can't make " + leaf_path);
+    leaf.reset(::openat(dir, kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!leaf)
+        throw SysError(errno, where + ": can't open " + leaf_path);
+    procs.reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!procs)
+        throw SysError(errno, where + ": can't open " + leaf_path + "/cgroup.procs");
+}
+
+void set_limits(int dir, const std::string& path, const std::string& where, const CgroupOptions& options)
+{
+    // Security: the cgroups the agent may make below its own are bounded
+    // (each is kernel memory, and removal walks them).
+    if (int err = write_at(dir, "cgroup.max.descendants", std::to_string(kMaxDescendants)))
+        throw SysError(err, where + ": can't write " + path + "/cgroup.max.descendants");
+    if (options.memory_max)
+        if (int err = write_at(dir, "memory.max", std::to_string(*options.memory_max)))
+            throw UsageError("--memory-max: can't write " + path + "/memory.max: " + std::strerror(err));
+    if (options.pids_max)
+        if (int err = write_at(dir, "pids.max", std::to_string(*options.pids_max)))
+            throw UsageError("--pids-max: can't write " + path + "/pids.max: " + std::strerror(err));
+}
+
+}  // namespace
+
 SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
 {
     SandboxCgroup cg;
@@ -196,106 +318,22 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     // sandbox without a PID namespace leaves running; unasked, the sandbox
     // keeps bwrap's rule (a background process outlives it).
     cg.m_kill_leftovers = options.parent || options.has_limit() || report;
-    // The option a failure names: a limit the user asked for, else the parent.
-    const std::string what = options.memory_max ? "--memory-max"
-                             : options.pids_max ? "--pids-max"
-                                                : "--cgroup-parent " + options.parent.value_or("");
-    std::string parent;
-    if (options.parent) {
-        parent = *options.parent;
-    } else {
-        // Security: a sandbox left in the caller's cgroup has it as the root
-        // of every cgroup namespace the agent makes: its cgroup.kill and
-        // cgroup.freeze would reach the caller and everything beside it,
-        // wherever the caller's uid may write them. So wherever the caller
-        // may make a cgroup in its own (its uid may write there: root, or a
-        // delegated cgroup), the sandbox gets one below it, with or without
-        // a report. Where it may not, neither may the agent (same uid), save
-        // for a root caller whose cgroup2 is read-only or missing:
-        // --host-user closes that (SECURITY.md).
-        OwnCgroup own = own_cgroup();
-        if (own.mount.empty() || !own.writable) {
-            if (options.has_limit())
-                throw UsageError(what + ": no cgroup v2 to set it in (" +
-                                 (own.mount.empty() ? std::string("cgroup2 is not mounted")
-                                                    : "the caller may not write its cgroup " + own.dir) +
-                                 "); give --cgroup-parent DIR");
-            return cg;  // sampled
-        }
-        parent = own.dir;
-        cg.m_nsdelegate = own.nsdelegate;
-    }
-    const std::string where = options.parent ? "--cgroup-parent " + parent : "the caller's cgroup " + parent;
-    cg.m_parent.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cg.m_parent)
-        throw UsageError(where + ": " + std::strerror(errno));
-    struct statfs fs {};
-    if (::fstatfs(cg.m_parent.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
-        throw UsageError(where + ": not a cgroup v2 directory");
-
-    // The controllers a limit or the report needs, enabled for the parent's
-    // children where they run here. Enabling fails in a cgroup that has
-    // processes of its own (cgroup v2's rule), as a delegated own cgroup has:
-    // the report then samples what the cgroup cannot give.
-    const std::string available = read_at(cg.m_parent.get(), "cgroup.controllers");
-    for (auto [name, limited] :
-         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
-        const std::string option = std::string("--") + name + "-max";
-        if (limited && !has_word(available, name))
-            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
-                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
-        if (!has_word(available, name) || has_word(read_at(cg.m_parent.get(), "cgroup.subtree_control"), name))
-            continue;
-        if (int err = write_at(cg.m_parent.get(), "cgroup.subtree_control", std::string("+") + name); err && limited)
-            throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
-                             "/cgroup.subtree_control: " + std::strerror(err));
-    }
-
+    const std::optional<std::string> parent = parent_dir(options, cg.m_nsdelegate);
+    if (!parent)
+        return cg;  // sampled
+    const std::string where = options.parent ? "--cgroup-parent " + *parent : "the caller's cgroup " + *parent;
+    cg.m_parent = open_parent(*parent, where);
+    enable_controllers(cg.m_parent.get(), *parent, options);
     remove_stale(cg.m_parent.get());
-    // cocoon-PID; where a cgroup of that name is left (a killed cocoon of the
-    // same pid, or one of another PID namespace: a container's pid 2, alive),
-    // cocoon-PID-N: a leftover never blocks a start, nor is it touched.
-    cg.m_name = "cocoon-" + std::to_string(::getpid());
-    int made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
-    for (int n = 1; made < 0 && errno == EEXIST && n < 100; ++n) {
-        cg.m_name = "cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(n);
-        made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
-    }
-    if (made == 0)
-        cg.m_dir.reset(::openat(cg.m_parent.get(), cg.m_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cg.m_dir) {
-        const int err = errno;
-        if (made == 0)
-            ::unlinkat(cg.m_parent.get(), cg.m_name.c_str(), AT_REMOVEDIR);
+    if (int err = make_own(cg.m_parent.get(), cg.m_name, cg.m_dir)) {
         if (options.parent || options.has_limit())
             throw UsageError(where + ": can't make a cgroup in it: " + std::strerror(err));
         return SandboxCgroup();  // sampled
     }
-    cg.m_path = parent + "/" + cg.m_name;
-    // Security: the command and everything it starts live in a leaf below
-    // the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
-    // above, out of their view, so they can neither move nor freeze it, and
-    // the cgroup.procs fd PID 2 moves itself with was opened here (the
-    // kernel checks a cgroup.procs write against its opener).
-    if (::mkdirat(cg.m_dir.get(), kCommandCgroup, 0755) < 0)
-        throw SysError(errno, where + ": can't make " + cg.m_path + "/" + kCommandCgroup);
-    cg.m_command.reset(::openat(cg.m_dir.get(), kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cg.m_command)
-        throw SysError(errno, where + ": can't open " + cg.m_path + "/" + kCommandCgroup);
-    cg.m_command_procs.reset(::openat(cg.m_command.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    if (!cg.m_command_procs)
-        throw SysError(errno, where + ": can't open " + cg.m_path + "/" + kCommandCgroup + "/cgroup.procs");
+    cg.m_path = *parent + "/" + cg.m_name;
+    make_command_leaf(cg.m_dir.get(), cg.m_path, where, cg.m_command, cg.m_command_procs);
     // From here on the destructor removes the cgroup if anything fails.
-    // Security: the cgroups the agent may make below its own are bounded
-    // (each is kernel memory, and removal walks them).
-    if (int err = write_at(cg.m_dir.get(), "cgroup.max.descendants", std::to_string(kMaxDescendants)))
-        throw SysError(err, where + ": can't write " + cg.m_path + "/cgroup.max.descendants");
-    if (options.memory_max)
-        if (int err = write_at(cg.m_dir.get(), "memory.max", std::to_string(*options.memory_max)))
-            throw UsageError("--memory-max: can't write " + cg.m_path + "/memory.max: " + std::strerror(err));
-    if (options.pids_max)
-        if (int err = write_at(cg.m_dir.get(), "pids.max", std::to_string(*options.pids_max)))
-            throw UsageError("--pids-max: can't write " + cg.m_path + "/pids.max: " + std::strerror(err));
+    set_limits(cg.m_dir.get(), cg.m_path, where, options);
     return cg;
 }
 
