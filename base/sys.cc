@@ -122,6 +122,68 @@ std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& c
     }
 }
 
+bool write_all(int fd, std::string_view data)
+{
+    for (size_t done = 0; done < data.size();) {
+        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+bool read_up_to(int fd, size_t max, std::string& out)
+{
+    out.clear();
+    char buf[16384];
+    while (out.size() < max) {
+        ssize_t n = ::read(fd, buf, std::min(sizeof buf, max - out.size()));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+}
+
+std::string read_small(int dirfd, const char* path, size_t max)
+{
+    std::string text;
+    UniqueFd fd(::openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd || !read_up_to(fd.get(), max, text))
+        text.clear();
+    return text;
+}
+
+std::vector<DirEntry> list_dir(int dirfd)
+{
+    std::vector<DirEntry> out;
+    // fdopendir owns the fd it is given: a copy, so dirfd stays the caller's.
+    UniqueFd copy(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* dir = copy ? ::fdopendir(copy.get()) : nullptr;
+    if (!dir)
+        return out;
+    (void)copy.release();  // the DIR's now
+    while (const dirent* e = ::readdir(dir))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+            out.push_back({e->d_name, e->d_type});
+    ::closedir(dir);
+    return out;
+}
+
+pid_t pidfd_pid(int pidfd)
+{
+    const std::string info = read_small(AT_FDCWD, ("/proc/self/fdinfo/" + std::to_string(pidfd)).c_str(), 4096);
+    const size_t at = info.find("\nPid:");
+    return at == std::string::npos ? -1 : static_cast<pid_t>(std::strtol(info.c_str() + at + 5, nullptr, 10));
+}
+
 std::vector<int> inheritable_fds()
 {
     auto inheritable = [](int fd) {

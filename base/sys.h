@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/unique_fd.h"
@@ -40,6 +41,30 @@ void write_file(const std::string& path, const std::string& data, int dirfd = AT
 // SysError(errno, context) when it cannot be read, and SysError(EFBIG) past
 // max_bytes, so a caller that passes /dev/zero gets an error, not an OOM.
 std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context);
+
+// Writes all of data to fd, again after EINTR and a short write. False (errno set) when a write
+// fails or writes nothing: for reports and warnings, whose loss must not stop the sandbox.
+bool write_all(int fd, std::string_view data);
+
+// Reads fd until EOF or until `out` holds max bytes. False (errno set) when a read fails.
+bool read_up_to(int fd, size_t max, std::string& out);
+
+// The text of the file at path (relative to dirfd; a link at its last component is not followed),
+// at most max bytes; empty when it cannot be opened or read. For /proc and cgroup files, which a
+// process or cgroup that goes away meanwhile takes with it: missing, never an error.
+std::string read_small(int dirfd, const char* path, size_t max);
+
+// The entries of the directory open at dirfd but "." and "..", each with its d_type (DT_DIR,
+// ...; DT_UNKNOWN where the filesystem does not say); empty when it cannot be read.
+struct DirEntry {
+    std::string name;
+    unsigned char type;
+};
+std::vector<DirEntry> list_dir(int dirfd);
+
+// The pid of the process a pidfd refers to, in this process's PID namespace (its fdinfo's "Pid:"
+// line): 0 when it is in none this process sees, -1 once reaped or when fdinfo cannot be read.
+pid_t pidfd_pid(int pidfd);
 
 // The fds above 2 that are open without FD_CLOEXEC, ascending: what an exec would pass on. Listed
 // from /proc/self/fd (read with getdents64 into a stack buffer: nothing allocated but the result);

@@ -13,7 +13,6 @@
 
 #include <cerrno>
 #include <exception>
-#include <fstream>
 #include <utility>
 
 #include "base/sys.h"
@@ -27,16 +26,6 @@ namespace {
 const char* type_name(int nstype)
 {
     return nstype == CLONE_NEWUSER ? "user" : nstype == CLONE_NEWPID ? "PID" : "other";
-}
-
-// The pid of a pidfd in our own PID namespace's numbering (fdinfo's "Pid:").
-pid_t pid_of(int pidfd)
-{
-    std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("Pid:", 0) == 0)
-            return static_cast<pid_t>(std::stol(line.substr(4)));
-    return -1;
 }
 
 std::string named(const std::string& option, int fd)
@@ -160,7 +149,7 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds&
     }
     while (::waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {}
     if (out.pidfd)
-        out.pid = pid_of(out.pidfd.get());
+        out.pid = sys::pidfd_pid(out.pidfd.get());
     return out;
 }
 

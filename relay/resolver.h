@@ -15,6 +15,8 @@
 
 #include "base/unique_fd.h"
 
+struct ares_addrinfo;  // <ares.h>
+
 namespace cocoon::relay {
 
 struct Resolution {
@@ -43,6 +45,8 @@ private:
         uint16_t port;
     };
     void run();
+    // c-ares's callback for a query (its arg: the query's Pending): the Resolution, for take().
+    static void on_done(void* arg, int status, int timeouts, ares_addrinfo* info);
 
     UniqueFd m_ready;  // eventfd: results are waiting
     UniqueFd m_wake;  // eventfd: queries are waiting, or stop

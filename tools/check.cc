@@ -127,8 +127,9 @@ std::string node_version()
 }
 
 // Node reads HTTP_PROXY and friends for its own fetch and http only with NODE_USE_ENV_PROXY=1
-// (which --proxy-env sets), since 24.0 and 22.21; older Node (and 23) connects directly, which in
-// a sandbox without a network goes nowhere. Said, not needed: a program may read them itself.
+// (which --proxy-env sets), since 24.0 and 22.21; older Node (and 23) connects directly, which
+// --egress's transparent half takes (relay/dns.h) and --relay does not. Said, not needed: a
+// program may read them itself.
 void check_node(Report& r)
 {
     const std::string version = node_version();
@@ -138,20 +139,15 @@ void check_node(Report& r)
     std::sscanf(version.c_str(), "v%u.%u", &major, &minor);
     const bool reads = major >= 24 || (major == 22 && minor >= 21);
     r.line(reads, "Node.js " + version + " on PATH reads the proxy variables (NODE_USE_ENV_PROXY=1)",
-           "Node before 22.21 (and 23) ignores the proxy variables: its fetch connects directly, so a Node "
-           "program that does not read them itself reaches nothing through --relay or --egress; run the agent "
-           "with Node 22.21 or later",
+           "Node before 22.21 (and 23) ignores the proxy variables; transparent egress covers it: under "
+           "--egress its fetch reaches the allowed hosts without them, but through --relay to a proxy of your "
+           "own it reaches nothing (run the agent with Node 22.21 or later there)",
            false);
 }
 
-}  // namespace
-
-int run_check()
+// 1. User namespaces: needed by every unprivileged caller.
+void check_user_namespaces(Report& r, bool root)
 {
-    Report r;
-    const bool root = ::getuid() == 0;
-
-    // 1. User namespaces: needed by every unprivileged caller.
     const std::string max_userns = read_line("/proc/sys/user/max_user_namespaces");
     const std::string debian_knob = read_line("/proc/sys/kernel/unprivileged_userns_clone");
     const std::string apparmor_knob = read_line("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
@@ -170,15 +166,21 @@ int run_check()
     if (!apparmor_knob.empty())
         r.line(apparmor_knob != "1" || userns == 0, "AppArmor allows cocoon user namespaces",
                "install the cocoon profile (README, \"AppArmor\")", !root);
+}
 
-    // 2. The namespaces --unshare-all asks for, made as the caller would.
+// 2. The namespaces --unshare-all asks for, made as the caller would.
+void check_namespaces(Report& r)
+{
     int all = in_child([] {
         return enter(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP);
     });
     r.line(all == 0, "mount, PID, network, IPC, UTS and cgroup namespaces", all ? std::string(std::strerror(all)) : "",
            true);
+}
 
-    // 3. The new mount API (all of it by Linux 5.12).
+// 3. The new mount API (all of it by Linux 5.12), and openat2.
+void check_mount_api(Report& r)
+{
     int api = in_child([] {
         if (int err = enter(CLONE_NEWNS))
             return err;
@@ -201,8 +203,11 @@ int run_check()
                                "userspace instead, with the same guarantees, a few system calls more per path"
                              : std::strerror(openat2),
            false);
+}
 
-    // 4. Netlink in a new network namespace (rtnetlink's fallback for lo).
+// 4. Netlink in a new network namespace (rtnetlink's fallback for lo).
+void check_netlink(Report& r)
+{
     int netlink = in_child([] {
         if (int err = enter(CLONE_NEWNET))
             return err;
@@ -210,15 +215,21 @@ int run_check()
         return sock ? 0 : errno;
     });
     r.line(netlink == 0, "netlink in a new network namespace", netlink ? std::strerror(netlink) : "", false);
+}
 
-    // 5. seccomp filters (--seccomp, --add-seccomp-fd, the default policy).
+// 5. seccomp filters (--seccomp, --add-seccomp-fd, the default policy).
+void check_seccomp(Report& r)
+{
     int seccomp = in_child([] {
         unsigned action = SECCOMP_RET_ERRNO;
         return ::syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) < 0 ? errno : 0;
     });
     r.line(seccomp == 0, "seccomp filters", seccomp ? "the kernel lacks CONFIG_SECCOMP_FILTER" : "", false);
+}
 
-    // 6. overlayfs where the caller's sandboxes run (--overlay and friends).
+// 6. overlayfs where the caller's sandboxes run (--overlay and friends).
+void check_overlay(Report& r, bool root)
+{
     int overlay = in_child([] {
         if (int err = enter(CLONE_NEWNS))
             return err;
@@ -229,31 +240,37 @@ int run_check()
            overlay ? "needs overlayfs (Linux 5.11 or later for user namespaces): " + std::string(std::strerror(overlay))
                    : "",
            false);
+}
 
-    // 7. cgroup v2, and whether the caller may make cgroups in its own: what
-    // the sandbox's cgroup, resource accounting and limits will use (ns/monitor/cgroup.h).
+// 7. cgroup v2, and whether the caller may make cgroups in its own: what
+// the sandbox's cgroup, resource accounting and limits will use (ns/monitor/cgroup.h).
+void check_cgroup(Report& r)
+{
     const ns::OwnCgroup own = ns::own_cgroup();
     r.line(!own.mount.empty(), "cgroup v2" + (own.mount.empty() ? std::string() : " at " + own.mount),
            "not mounted: resource use is sampled, --memory-max and --pids-max are unavailable", false);
-    if (!own.mount.empty()) {
-        const std::string controllers = read_line((own.mount + "/cgroup.controllers").c_str());
-        r.line(ns::cgroup_offers(own.mount, "memory") && ns::cgroup_offers(own.mount, "pids"),
-               "cgroup v2 memory and pids controllers (" + controllers + ")",
-               "missing: memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
-        r.line(own.writable, "own cgroup " + own.dir + " writable (a sandbox gets a cgroup of its own below it)",
-               "not writable: a sandbox stays in it, which the agent cannot write either; give --cgroup-parent "
-               "DIR, or run under systemd-run --user --scope -p Delegate=yes",
-               false);
-        r.line(own.nsdelegate, "cgroup v2 mounted with nsdelegate (PID 1 is out of the agent's cgroup reach)",
-               "no nsdelegate: an unprivileged caller's agent can move PID 1 into its own cgroup (root: "
-               "--host-user closes it)",
-               false);
-    }
+    if (own.mount.empty())
+        return;
+    const std::string controllers = read_line((own.mount + "/cgroup.controllers").c_str());
+    r.line(ns::cgroup_offers(own.mount, "memory") && ns::cgroup_offers(own.mount, "pids"),
+           "cgroup v2 memory and pids controllers (" + controllers + ")",
+           "missing: memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
+    r.line(own.writable, "own cgroup " + own.dir + " writable (a sandbox gets a cgroup of its own below it)",
+           "not writable: a sandbox stays in it, which the agent cannot write either; give --cgroup-parent "
+           "DIR, or run under systemd-run --user --scope -p Delegate=yes",
+           false);
+    r.line(own.nsdelegate, "cgroup v2 mounted with nsdelegate (PID 1 is out of the agent's cgroup reach)",
+           "no nsdelegate: an unprivileged caller's agent can move PID 1 into its own cgroup (root: "
+           "--host-user closes it)",
+           false);
+}
 
-    // Security: a root caller's sandbox acts on the host as root unless --host-user names another
-    // user: its uid 0 is the host's (a user namespace maps it to itself), and owns root's files,
-    // capabilities or not. bwrap's rule, which cocoon keeps, adds root's capabilities unless
-    // --cap-drop.
+// Security: a root caller's sandbox acts on the host as root unless --host-user names another
+// user: its uid 0 is the host's (a user namespace maps it to itself), and owns root's files,
+// capabilities or not. bwrap's rule, which cocoon keeps, adds root's capabilities unless
+// --cap-drop.
+void check_caller(Report& r, bool root)
+{
     r.line(!root, "an unprivileged caller",
            "as root, pass --host-user USER (an unprivileged user made for the agent) and --cap-drop ALL: "
            "without --host-user the sandbox's uid 0 is the host's, so the command reads root's files "
@@ -261,6 +278,22 @@ int run_check()
            "files, whatever its capabilities; without --cap-drop ALL it keeps root's capabilities too "
            "(SECURITY.md, \"A root caller's uid 0 is the host's\")",
            false);
+}
+
+}  // namespace
+
+int run_check()
+{
+    Report r;
+    const bool root = ::getuid() == 0;
+    check_user_namespaces(r, root);
+    check_namespaces(r);
+    check_mount_api(r);
+    check_netlink(r);
+    check_seccomp(r);
+    check_overlay(r, root);
+    check_cgroup(r);
+    check_caller(r, root);
     check_node(r);
     std::printf("%s\n", r.runnable ? "a default sandbox can run here" : "a default sandbox cannot run here");
     return r.runnable ? 0 : 1;

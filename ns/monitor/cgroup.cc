@@ -17,29 +17,22 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "ns/monitor/usage.h"
 
 namespace cocoon::ns {
 namespace {
 
-// A cgroup file's content, or nullopt when it is not there (a controller
-// that does not run here) or cannot be read.
-std::optional<std::string> read_at(int dir, const char* name)
+// A cgroup file's content, or "" when it is not there (a controller that
+// does not run here) or cannot be read.
+std::string read_at(int dir, const char* name)
 {
-    UniqueFd fd(::openat(dir, name, O_RDONLY | O_CLOEXEC));
-    if (!fd)
-        return std::nullopt;
-    char buf[4096];
-    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
-    if (n < 0)
-        return std::nullopt;
-    return std::string(buf, static_cast<size_t>(n));
+    return sys::read_small(dir, name, 4096);
 }
 
 // Writes one value to a cgroup file; the errno, or 0.
@@ -74,11 +67,11 @@ std::optional<uint64_t> keyed(const std::string& text, const std::string& key)
     return std::nullopt;
 }
 
-std::optional<uint64_t> number(const std::optional<std::string>& text)
+std::optional<uint64_t> number(const std::string& text)
 {
-    if (!text || text->empty() || (*text)[0] < '0' || (*text)[0] > '9')
+    if (text.empty() || text[0] < '0' || text[0] > '9')
         return std::nullopt;
-    return std::strtoull(text->c_str(), nullptr, 10);
+    return std::strtoull(text.c_str(), nullptr, 10);
 }
 
 // Whether this process may make a cgroup in dir and move processes between
@@ -86,22 +79,6 @@ std::optional<uint64_t> number(const std::optional<std::string>& text)
 bool writable_cgroup(const std::string& dir)
 {
     return ::access(dir.c_str(), W_OK) == 0 && ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
-}
-
-// The child cgroup names directly under dir.
-std::vector<std::string> children(int dir)
-{
-    std::vector<std::string> out;
-    UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
-    if (!d)
-        return out;
-    copy.release();
-    while (const dirent* e = ::readdir(d))
-        if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-            out.emplace_back(e->d_name);
-    ::closedir(d);
-    return out;
 }
 
 // Removes the cgroup `name` under parent and every cgroup the sandbox made
@@ -119,9 +96,10 @@ std::string remove_tree(int parent, const std::string& name, const std::string& 
     }
     std::string failed;
     if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)})
-        for (const std::string& child : children(dir.get()))
-            if (std::string why = remove_tree(dir.get(), child, path + "/" + child); failed.empty())
-                failed = why;
+        for (const sys::DirEntry& child : sys::list_dir(dir.get()))
+            if (child.type == DT_DIR)
+                if (std::string why = remove_tree(dir.get(), child.name, path + "/" + child.name); failed.empty())
+                    failed = why;
     for (int i = 0; i < 50; ++i) {
         if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT)
             return failed;
@@ -138,23 +116,13 @@ std::string remove_tree(int parent, const std::string& name, const std::string& 
 // one that still has processes.
 void remove_stale(int parent)
 {
-    UniqueFd copy(::openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* dir = copy ? ::fdopendir(copy.get()) : nullptr;
-    if (!dir)
-        return;
-    copy.release();
     const time_t now = ::time(nullptr);
-    std::vector<std::string> stale;
-    while (dirent* e = ::readdir(dir)) {
+    for (const sys::DirEntry& e : sys::list_dir(parent)) {
         struct stat st {};
-        if (!is_stale_cgroup_name(e->d_name) || ::fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISDIR(st.st_mode) || now - st.st_mtime < 60)
-            continue;
-        stale.emplace_back(e->d_name);
+        if (is_stale_cgroup_name(e.name) && ::fstatat(parent, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode) && now - st.st_mtime >= 60)
+            remove_tree(parent, e.name, e.name);
     }
-    ::closedir(dir);
-    for (const std::string& name : stale)
-        remove_tree(parent, name, name);
 }
 
 }  // namespace
@@ -195,23 +163,16 @@ OwnCgroup own_cgroup()
 {
     // Start-up speed: plain reads (a start runs this; a stream costs its
     // locale and buffers).
-    auto text = [](const char* path) {
-        std::string out;
-        UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-        char buf[16384];
-        for (ssize_t n; fd && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
-            out.append(buf, static_cast<size_t>(n));
-        return out;
-    };
-    OwnCgroup own = parse_own_cgroup(text("/proc/self/mountinfo"), text("/proc/self/cgroup"));
+    constexpr size_t kMax = size_t{16} << 20;
+    OwnCgroup own = parse_own_cgroup(sys::read_small(AT_FDCWD, "/proc/self/mountinfo", kMax),
+                                     sys::read_small(AT_FDCWD, "/proc/self/cgroup", kMax));
     own.writable = !own.dir.empty() && writable_cgroup(own.dir);
     return own;
 }
 
 bool cgroup_offers(const std::string& dir, const std::string& controller)
 {
-    std::ifstream in(dir + "/cgroup.controllers");
-    return has_word(std::string(std::istreambuf_iterator<char>(in), {}), controller);
+    return has_word(sys::read_small(AT_FDCWD, (dir + "/cgroup.controllers").c_str(), 4096), controller);
 }
 
 bool is_stale_cgroup_name(const std::string& name)
@@ -227,6 +188,128 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
+namespace {
+
+// Where the sandbox's cgroup goes: --cgroup-parent, else the caller's own cgroup; nullopt where
+// the caller may make none there (resource use is sampled then). Throws UsageError when a limit
+// was asked for and there is nowhere to set it.
+std::optional<std::string> parent_dir(const CgroupOptions& options, bool& nsdelegate)
+{
+    if (options.parent)
+        return options.parent;
+    // Security: a sandbox left in the caller's cgroup has it as the root
+    // of every cgroup namespace the agent makes: its cgroup.kill and
+    // cgroup.freeze would reach the caller and everything beside it,
+    // wherever the caller's uid may write them. So wherever the caller
+    // may make a cgroup in its own (its uid may write there: root, or a
+    // delegated cgroup), the sandbox gets one below it, with or without
+    // a report. Where it may not, neither may the agent (same uid), save
+    // for a root caller whose cgroup2 is read-only or missing:
+    // --host-user closes that (SECURITY.md).
+    OwnCgroup own = own_cgroup();
+    if (own.mount.empty() || !own.writable) {
+        // The option a failure names: the limit the user asked for.
+        const char* what = options.memory_max ? "--memory-max" : "--pids-max";
+        if (options.has_limit())
+            throw UsageError(std::string(what) + ": no cgroup v2 to set it in (" +
+                             (own.mount.empty() ? std::string("cgroup2 is not mounted")
+                                                : "the caller may not write its cgroup " + own.dir) +
+                             "); give --cgroup-parent DIR");
+        return std::nullopt;
+    }
+    nsdelegate = own.nsdelegate;
+    return own.dir;
+}
+
+// The parent's directory fd, which every later step works in; `where` names it in errors.
+UniqueFd open_parent(const std::string& parent, const std::string& where)
+{
+    UniqueFd fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd)
+        throw UsageError(where + ": " + std::strerror(errno));
+    struct statfs fs {};
+    if (::fstatfs(fd.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+        throw UsageError(where + ": not a cgroup v2 directory");
+    return fd;
+}
+
+// The controllers a limit or the report needs, enabled for the parent's
+// children where they run here. Enabling fails in a cgroup that has
+// processes of its own (cgroup v2's rule), as a delegated own cgroup has:
+// the report then samples what the cgroup cannot give.
+void enable_controllers(int parent_fd, const std::string& parent, const CgroupOptions& options)
+{
+    const std::string available = read_at(parent_fd, "cgroup.controllers");
+    for (auto [name, limited] :
+         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
+        const std::string option = std::string("--") + name + "-max";
+        if (limited && !has_word(available, name))
+            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
+                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
+        if (!has_word(available, name) || has_word(read_at(parent_fd, "cgroup.subtree_control"), name))
+            continue;
+        if (int err = write_at(parent_fd, "cgroup.subtree_control", std::string("+") + name); err && limited)
+            throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
+                             "/cgroup.subtree_control: " + std::strerror(err));
+    }
+}
+
+// Makes and opens the sandbox's cgroup under parent_fd: cocoon-PID; where a
+// cgroup of that name is left (a killed cocoon of the same pid, or one of
+// another PID namespace: a container's pid 2, alive), cocoon-PID-N: a
+// leftover never blocks a start, nor is it touched. 0, or the errno.
+int make_own(int parent_fd, std::string& name, UniqueFd& dir)
+{
+    name = "cocoon-" + std::to_string(::getpid());
+    int made = ::mkdirat(parent_fd, name.c_str(), 0755);
+    for (int n = 1; made < 0 && errno == EEXIST && n < 100; ++n) {
+        name = "cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+        made = ::mkdirat(parent_fd, name.c_str(), 0755);
+    }
+    if (made == 0)
+        dir.reset(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir)
+        return 0;
+    const int err = errno;
+    if (made == 0)
+        ::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR);
+    return err;
+}
+
+// Security: the command and everything it starts live in a leaf below
+// the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
+// above, out of their view, so they can neither move nor freeze it, and
+// the cgroup.procs fd PID 2 moves itself with was opened here (the
+// kernel checks a cgroup.procs write against its opener).
+void make_command_leaf(int dir, const std::string& path, const std::string& where, UniqueFd& leaf, UniqueFd& procs)
+{
+    const std::string leaf_path = path + "/" + kCommandCgroup;
+    if (::mkdirat(dir, kCommandCgroup, 0755) < 0)
+        throw SysError(errno, where + ": can't make " + leaf_path);
+    leaf.reset(::openat(dir, kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!leaf)
+        throw SysError(errno, where + ": can't open " + leaf_path);
+    procs.reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!procs)
+        throw SysError(errno, where + ": can't open " + leaf_path + "/cgroup.procs");
+}
+
+void set_limits(int dir, const std::string& path, const std::string& where, const CgroupOptions& options)
+{
+    // Security: the cgroups the agent may make below its own are bounded
+    // (each is kernel memory, and removal walks them).
+    if (int err = write_at(dir, "cgroup.max.descendants", std::to_string(kMaxDescendants)))
+        throw SysError(err, where + ": can't write " + path + "/cgroup.max.descendants");
+    if (options.memory_max)
+        if (int err = write_at(dir, "memory.max", std::to_string(*options.memory_max)))
+            throw UsageError("--memory-max: can't write " + path + "/memory.max: " + std::strerror(err));
+    if (options.pids_max)
+        if (int err = write_at(dir, "pids.max", std::to_string(*options.pids_max)))
+            throw UsageError("--pids-max: can't write " + path + "/pids.max: " + std::strerror(err));
+}
+
+}  // namespace
+
 SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
 {
     SandboxCgroup cg;
@@ -235,107 +318,22 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     // sandbox without a PID namespace leaves running; unasked, the sandbox
     // keeps bwrap's rule (a background process outlives it).
     cg.m_kill_leftovers = options.parent || options.has_limit() || report;
-    // The option a failure names: a limit the user asked for, else the parent.
-    const std::string what = options.memory_max ? "--memory-max"
-                             : options.pids_max ? "--pids-max"
-                                                : "--cgroup-parent " + options.parent.value_or("");
-    std::string parent;
-    if (options.parent) {
-        parent = *options.parent;
-    } else {
-        // Security: a sandbox left in the caller's cgroup has it as the root
-        // of every cgroup namespace the agent makes: its cgroup.kill and
-        // cgroup.freeze would reach the caller and everything beside it,
-        // wherever the caller's uid may write them. So wherever the caller
-        // may make a cgroup in its own (its uid may write there: root, or a
-        // delegated cgroup), the sandbox gets one below it, with or without
-        // a report. Where it may not, neither may the agent (same uid), save
-        // for a root caller whose cgroup2 is read-only or missing:
-        // --host-user closes that (SECURITY.md).
-        OwnCgroup own = own_cgroup();
-        if (own.mount.empty() || !own.writable) {
-            if (options.has_limit())
-                throw UsageError(what + ": no cgroup v2 to set it in (" +
-                                 (own.mount.empty() ? std::string("cgroup2 is not mounted")
-                                                    : "the caller may not write its cgroup " + own.dir) +
-                                 "); give --cgroup-parent DIR");
-            return cg;  // sampled
-        }
-        parent = own.dir;
-        cg.m_nsdelegate = own.nsdelegate;
-    }
-    const std::string where = options.parent ? "--cgroup-parent " + parent : "the caller's cgroup " + parent;
-    cg.m_parent.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cg.m_parent)
-        throw UsageError(where + ": " + std::strerror(errno));
-    struct statfs fs {};
-    if (::fstatfs(cg.m_parent.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
-        throw UsageError(where + ": not a cgroup v2 directory");
-
-    // The controllers a limit or the report needs, enabled for the parent's
-    // children where they run here. Enabling fails in a cgroup that has
-    // processes of its own (cgroup v2's rule), as a delegated own cgroup has:
-    // the report then samples what the cgroup cannot give.
-    const std::string available = read_at(cg.m_parent.get(), "cgroup.controllers").value_or("");
-    for (auto [name, limited] :
-         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
-        const std::string option = std::string("--") + name + "-max";
-        if (limited && !has_word(available, name))
-            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
-                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
-        if (!has_word(available, name) ||
-            has_word(read_at(cg.m_parent.get(), "cgroup.subtree_control").value_or(""), name))
-            continue;
-        if (int err = write_at(cg.m_parent.get(), "cgroup.subtree_control", std::string("+") + name); err && limited)
-            throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
-                             "/cgroup.subtree_control: " + std::strerror(err));
-    }
-
+    const std::optional<std::string> parent = parent_dir(options, cg.m_nsdelegate);
+    if (!parent)
+        return cg;  // sampled
+    const std::string where = options.parent ? "--cgroup-parent " + *parent : "the caller's cgroup " + *parent;
+    cg.m_parent = open_parent(*parent, where);
+    enable_controllers(cg.m_parent.get(), *parent, options);
     remove_stale(cg.m_parent.get());
-    // cocoon-PID; where a cgroup of that name is left (a killed cocoon of the
-    // same pid, or one of another PID namespace: a container's pid 2, alive),
-    // cocoon-PID-N: a leftover never blocks a start, nor is it touched.
-    cg.m_name = "cocoon-" + std::to_string(::getpid());
-    int made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
-    for (int n = 1; made < 0 && errno == EEXIST && n < 100; ++n) {
-        cg.m_name = "cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(n);
-        made = ::mkdirat(cg.m_parent.get(), cg.m_name.c_str(), 0755);
-    }
-    if (made == 0)
-        cg.m_dir.reset(::openat(cg.m_parent.get(), cg.m_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cg.m_dir) {
-        const int err = errno;
-        if (made == 0)
-            ::unlinkat(cg.m_parent.get(), cg.m_name.c_str(), AT_REMOVEDIR);
+    if (int err = make_own(cg.m_parent.get(), cg.m_name, cg.m_dir)) {
         if (options.parent || options.has_limit())
             throw UsageError(where + ": can't make a cgroup in it: " + std::strerror(err));
         return SandboxCgroup();  // sampled
     }
-    cg.m_path = parent + "/" + cg.m_name;
-    // Security: the command and everything it starts live in a leaf below
-    // the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
-    // above, out of their view, so they can neither move nor freeze it, and
-    // the cgroup.procs fd PID 2 moves itself with was opened here (the
-    // kernel checks a cgroup.procs write against its opener).
-    if (::mkdirat(cg.m_dir.get(), kCommandCgroup, 0755) < 0)
-        throw SysError(errno, where + ": can't make " + cg.m_path + "/" + kCommandCgroup);
-    cg.m_command.reset(::openat(cg.m_dir.get(), kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cg.m_command)
-        throw SysError(errno, where + ": can't open " + cg.m_path + "/" + kCommandCgroup);
-    cg.m_command_procs.reset(::openat(cg.m_command.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    if (!cg.m_command_procs)
-        throw SysError(errno, where + ": can't open " + cg.m_path + "/" + kCommandCgroup + "/cgroup.procs");
+    cg.m_path = *parent + "/" + cg.m_name;
+    make_command_leaf(cg.m_dir.get(), cg.m_path, where, cg.m_command, cg.m_command_procs);
     // From here on the destructor removes the cgroup if anything fails.
-    // Security: the cgroups the agent may make below its own are bounded
-    // (each is kernel memory, and removal walks them).
-    if (int err = write_at(cg.m_dir.get(), "cgroup.max.descendants", std::to_string(kMaxDescendants)))
-        throw SysError(err, where + ": can't write " + cg.m_path + "/cgroup.max.descendants");
-    if (options.memory_max)
-        if (int err = write_at(cg.m_dir.get(), "memory.max", std::to_string(*options.memory_max)))
-            throw UsageError("--memory-max: can't write " + cg.m_path + "/memory.max: " + std::strerror(err));
-    if (options.pids_max)
-        if (int err = write_at(cg.m_dir.get(), "pids.max", std::to_string(*options.pids_max)))
-            throw UsageError("--pids-max: can't write " + cg.m_path + "/pids.max: " + std::strerror(err));
+    set_limits(cg.m_dir.get(), cg.m_path, where, options);
     return cg;
 }
 
@@ -375,7 +373,7 @@ void SandboxCgroup::empty_out()
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (populated() && std::chrono::steady_clock::now() < deadline) {
         if (!kill_file) {
-            std::istringstream procs(read_at(m_dir.get(), "cgroup.procs").value_or(""));
+            std::istringstream procs(read_at(m_dir.get(), "cgroup.procs"));
             for (pid_t pid; procs >> pid;)
                 ::kill(pid, SIGKILL);
         }
@@ -389,7 +387,7 @@ void SandboxCgroup::account(Usage& usage) const
 {
     if (!m_dir)
         return;
-    const std::string cpu = read_at(m_dir.get(), "cpu.stat").value_or("");
+    const std::string cpu = read_at(m_dir.get(), "cpu.stat");
     auto user = keyed(cpu, "user_usec"), system = keyed(cpu, "system_usec");
     if (!user || !system)
         return;  // sampled, all of it

@@ -5,7 +5,6 @@
 // sandbox's first process (ARCHITECTURE.md, "Login files", has the design).
 #include "ns/monitor/login_file.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
@@ -54,36 +53,10 @@ std::pair<std::string, std::string> split(const std::string& path)
     return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-bool write_all(int fd, const std::string& data)
-{
-    for (size_t done = 0; done < data.size();) {
-        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        done += static_cast<size_t>(n);
-    }
-    return true;
-}
-
 // Reads at most kLoginFileMax + 1 bytes (one more shows an oversized file).
 bool read_capped(int fd, std::string& out)
 {
-    out.assign(kLoginFileMax + 1, '\0');
-    size_t got = 0;
-    while (got < out.size()) {
-        ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return false;
-        if (n == 0)
-            break;
-        got += static_cast<size_t>(n);
-    }
-    out.resize(got);
-    return true;
+    return sys::read_up_to(fd, kLoginFileMax + 1, out);
 }
 
 bool same_version(const struct stat& a, const struct stat& b)
@@ -138,23 +111,13 @@ std::string source_refusal(const struct stat& st)
 void remove_stale_temps(int dir, const std::string& name)
 {
     const std::string prefix = "." + name + ".cocoon-";
-    UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
-    if (!d)
-        return;
-    copy.release();
-    std::vector<std::string> stale;
-    while (const dirent* ent = ::readdir(d)) {
-        const std::string entry = ent->d_name;
-        if (entry.rfind(prefix, 0) != 0)
+    for (const sys::DirEntry& entry : sys::list_dir(dir)) {
+        if (entry.name.rfind(prefix, 0) != 0)
             continue;
-        const long pid = std::strtol(entry.c_str() + prefix.size(), nullptr, 10);
+        const long pid = std::strtol(entry.name.c_str() + prefix.size(), nullptr, 10);
         if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH)
-            stale.push_back(entry);
+            ::unlinkat(dir, entry.name.c_str(), 0);
     }
-    ::closedir(d);
-    for (const std::string& entry : stale)
-        ::unlinkat(dir, entry.c_str(), 0);
 }
 
 }  // namespace
@@ -239,7 +202,7 @@ void LoginFiles::add_sandbox_dir(size_t index, UniqueFd dir)
 
 void LoginFiles::warn(const Entry& e, const std::string& text) const
 {
-    write_all(STDERR_FILENO, m_log_prefix + "cocoon: " + e.option + ": " + text + "\n");
+    sys::write_all(STDERR_FILENO, m_log_prefix + "cocoon: " + e.option + ": " + text + "\n");
 }
 
 void LoginFiles::arm()
@@ -491,7 +454,7 @@ bool LoginFiles::save_to_source(Entry& e, const std::string& content, bool final
     std::string failed;
     if (!fd)
         failed = "create a temp file";
-    else if (!write_all(fd.get(), content))
+    else if (!sys::write_all(fd.get(), content))
         failed = "write the temp file";
     else if (::fchmod(fd.get(), e.src_mode) < 0)
         failed = "give the temp file SRC's mode";
@@ -597,7 +560,7 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
         st.st_uid = ::geteuid(), st.st_gid = ::getegid();
     FilesOwnedBy owner(st.st_uid, st.st_gid);
     UniqueFd fd(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd || !write_all(fd.get(), content) || ::fchmod(fd.get(), mode) < 0 ||
+    if (!fd || !sys::write_all(fd.get(), content) || ::fchmod(fd.get(), mode) < 0 ||
         ::renameat(dir, temp.c_str(), dir, e.dest_name.c_str()) < 0) {
         warn(e, std::string("can't pass SRC's new version to DEST: ") + std::strerror(errno));
         ::unlinkat(dir, temp.c_str(), 0);
@@ -624,7 +587,7 @@ UniqueFd seed_login_file(const LoginFile& file, const LoginSeed& seed)
     UniqueFd out(::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out)
         throw SysError(errno, what + ": can't create DEST");
-    if (!write_all(out.get(), seed.content))
+    if (!sys::write_all(out.get(), seed.content))
         throw SysError(errno, what + ": can't write DEST");
     check(::fchmod(out.get(), seed.mode), what + ": fchmod");
     return dir;

@@ -91,7 +91,6 @@ private:
     std::string m_log_prefix;
     UniqueFd m_inotify;
     UniqueFd m_timer;
-    unsigned m_saves = 0;  // for unique temp names beside SRC
     std::optional<Clock::time_point> m_check_at;  // the next check of DEST and SRC
     bool m_resting = false;  // events are not read until m_rest_until
     Clock::time_point m_rest_until{};

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "ns/channel.h"
 #include "ns/monitor/command_watch.h"
@@ -30,19 +31,6 @@
 
 namespace cocoon::ns {
 namespace {
-
-void write_all(int fd, const std::string& text)
-{
-    size_t done = 0;
-    while (done < text.size()) {
-        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;  // a closed report fd must not stop the sandbox
-        done += static_cast<size_t>(n);
-    }
-}
 
 // bwrap's report: the sandbox's first pid and the inodes of its new namespaces.
 std::string namespace_report(pid_t pid, const NamespacesMsg& ns, bool pretty)
@@ -106,9 +94,9 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
         state.command_status = status->wait_status;
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
         if (s.reports.info)
-            write_all(s.reports.info.get(), namespace_report(s.pid, *ns, true));
+            sys::write_all(s.reports.info.get(), namespace_report(s.pid, *ns, true));
         if (s.reports.json_status)
-            write_all(s.reports.json_status.get(), namespace_report(s.pid, *ns, false));
+            sys::write_all(s.reports.json_status.get(), namespace_report(s.pid, *ns, false));
     } else if (std::holds_alternative<ListenersMsg>(msg) && state.worker &&
                state.listeners_received < process.relays.size() + (process.egress ? 3 : 0)) {
         // One message per --relay, in command-line order, as the pinned sockets are; then
@@ -148,7 +136,7 @@ int report_exit(Supervised& s, const SetupState& state, const siginfo_t& info)
         Usage used = s.usage->finish();
         s.cgroup.account(used);
         line += UsageMeter::json_members(used);
-        write_all(s.reports.json_status.get(), line + " }\n");
+        sys::write_all(s.reports.json_status.get(), line + " }\n");
     }
     return exit.code;
 }
@@ -164,7 +152,7 @@ int finish(Supervised& s, SetupState& state)
     s.cgroup.empty_out();
     // The sandbox's processes are gone: the caller's terminal as it was.
     if (std::string failed = s.terminals.restore(); !failed.empty())
-        write_all(STDERR_FILENO, s.plan.log_prefix + "cocoon: " + failed + "\n");
+        sys::write_all(STDERR_FILENO, s.plan.log_prefix + "cocoon: " + failed + "\n");
     while (auto msg = receive_queued_message(s.sock.get()))
         take_message(*msg, s, state);
     // Every relayed connection ends with the sandbox; the egress log gets each connection's
@@ -225,9 +213,9 @@ int monitor(Supervised s)
                  // sandbox ends with the command, with the command's status.
                  if (!state.command_status)
                      state.command_status = *status;
-                 write_all(STDERR_FILENO, plan.log_prefix +
-                                              "cocoon: the command exited but the sandbox's PID 1 did not end; "
-                                              "ending the sandbox (was PID 1 frozen?)\n");
+                 sys::write_all(STDERR_FILENO, plan.log_prefix +
+                                                   "cocoon: the command exited but the sandbox's PID 1 did not end; "
+                                                   "ending the sandbox (was PID 1 frozen?)\n");
                  send_signal(s.pidfd, SIGKILL);
              }
          }},

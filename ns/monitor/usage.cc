@@ -34,21 +34,6 @@ uint64_t micros(const timeval& tv)
     return static_cast<uint64_t>(tv.tv_sec) * 1000000 + static_cast<uint64_t>(tv.tv_usec);
 }
 
-// The text of a /proc or cgroup file under dirfd, at most max bytes; empty when it cannot be
-// read (a process that exits meanwhile is only missing from the sample). No stream, no throw:
-// a sample reads one or two of these per thread of the sandbox.
-std::string read_small(int dirfd, const char* path, size_t max)
-{
-    UniqueFd fd(::openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    std::string text;
-    if (!fd.valid())
-        return text;
-    char buf[4096];
-    for (ssize_t n; text.size() < max && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
-        text.append(buf, static_cast<size_t>(n));
-    return text;
-}
-
 // The kB value of a "Name:   N kB" line of a /proc text, or nullopt.
 std::optional<uint64_t> kb_field(const std::string& text, const char* name)
 {
@@ -85,16 +70,11 @@ bool cgroup_pids(int dir, std::vector<pid_t>& out)
     if (!dirs[0].valid())
         return false;
     for (size_t i = 0; i < dirs.size(); ++i) {
-        add_pids(read_small(dirs[i].get(), "cgroup.procs", 1 << 20), out);
-        UniqueFd again(::openat(dirs[i].get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        DIR* listing = again.valid() ? ::fdopendir(again.get()) : nullptr;
-        if (!listing)
-            continue;
-        (void)again.release();  // the DIR's now
-        while (dirent* e = ::readdir(listing))
-            if (e->d_type == DT_DIR && e->d_name[0] != '.' && dirs.size() < 2 * kMaxDescendants + 2)
-                dirs.emplace_back(::openat(dirs[i].get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-        ::closedir(listing);
+        add_pids(sys::read_small(dirs[i].get(), "cgroup.procs", 1 << 20), out);
+        for (const sys::DirEntry& e : sys::list_dir(dirs[i].get()))
+            if (e.type == DT_DIR && e.name[0] != '.' && dirs.size() < 2 * kMaxDescendants + 2)
+                dirs.emplace_back(
+                    ::openat(dirs[i].get(), e.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
         dirs[i].reset();
     }
     return true;
@@ -148,7 +128,7 @@ uint64_t UsageMeter::measure_memory(std::vector<std::pair<pid_t, uint64_t>>& dis
         Measured& m = measured[pid];
         if (i == 0 || !over_budget()) {
             const std::string rollup =
-                read_small(AT_FDCWD, ("/proc/" + std::to_string(pid) + "/smaps_rollup").c_str(), 4096);
+                sys::read_small(AT_FDCWD, ("/proc/" + std::to_string(pid) + "/smaps_rollup").c_str(), 4096);
             if (auto pss = kb_field(rollup, "Pss:"))
                 m = {*pss, m_tick};
         }
@@ -164,14 +144,10 @@ namespace {
 void add_children(int proc_dir, std::vector<pid_t>& todo)
 {
     UniqueFd task(::openat(proc_dir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* threads = task.valid() ? ::fdopendir(task.get()) : nullptr;
-    if (!threads)
+    if (!task)
         return;
-    (void)task.release();  // the DIR's now
-    for (dirent* tid; (tid = ::readdir(threads));)
-        if (tid->d_name[0] != '.')
-            add_pids(read_small(::dirfd(threads), (std::string(tid->d_name) + "/children").c_str(), 1 << 20), todo);
-    ::closedir(threads);
+    for (const sys::DirEntry& tid : sys::list_dir(task.get()))
+        add_pids(sys::read_small(task.get(), (tid.name + "/children").c_str(), 1 << 20), todo);
 }
 
 UniqueFd open_proc(pid_t pid)

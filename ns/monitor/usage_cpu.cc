@@ -3,7 +3,6 @@
 // process is gone.
 #include "ns/monitor/usage_cpu.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,29 +11,13 @@
 #include <string>
 
 #include "base/sys.h"
-#include "base/unique_fd.h"
 
 namespace cocoon::ns {
-namespace {
-
-std::string read_text(int dirfd, const char* path)
-{
-    UniqueFd fd(::openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    std::string text;
-    if (!fd.valid())
-        return text;
-    char buf[1024];
-    for (ssize_t n; text.size() < 4096 && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
-        text.append(buf, static_cast<size_t>(n));
-    return text;
-}
-
-}  // namespace
 
 std::optional<ProcessSample> read_process(int proc_dir, pid_t pid)
 {
     // Fields counted from the last ')': the comm is the command's to choose.
-    const std::vector<std::string> fields = sys::proc_stat_fields(read_text(proc_dir, "stat"));
+    const std::vector<std::string> fields = sys::proc_stat_fields(sys::read_small(proc_dir, "stat", 4096));
     if (fields.size() < 26)
         return std::nullopt;
     auto number = [&](size_t field) { return std::strtoull(fields[field - 3].c_str(), nullptr, 10); };
@@ -47,7 +30,7 @@ std::optional<ProcessSample> read_process(int proc_dir, pid_t pid)
     p.tasks = number(20);
     p.start = number(22);
     p.layout = {number(26), number(27), number(28)};
-    const std::string statm = read_text(proc_dir, "statm");
+    const std::string statm = sys::read_small(proc_dir, "statm", 4096);
     const char* resident = std::strchr(statm.c_str(), ' ');
     if (resident)
         p.rss = std::strtoull(resident, nullptr, 10) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
