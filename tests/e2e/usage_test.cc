@@ -24,6 +24,7 @@
 
 #include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 
 namespace cocoon::test {
 namespace {
@@ -39,13 +40,11 @@ double cpu_seconds()
 
 // Helper mode: run as a sandbox's command (or directly), this binary touches
 // kTouchMiB MiB, holds them for 0.7 s, then spins the CPU for 0.3 s.
-[[maybe_unused]] const bool kTouchHelper = [] {
-    if (!std::getenv("COCOON_E2E_TOUCH"))
-        return false;
+[[maybe_unused]] const bool kTouchHelper = helper_mode("COCOON_E2E_TOUCH", [](const std::string&) {
     const size_t bytes = kTouchMiB << 20;
     char* block = static_cast<char*>(std::malloc(bytes));
     if (!block)
-        std::_Exit(2);
+        return 2;
     std::memset(block, 1, bytes);
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
     volatile unsigned sum = 0;
@@ -55,51 +54,46 @@ double cpu_seconds()
     const double start = cpu_seconds();
     while (cpu_seconds() - start < 0.3)
         sum = sum + 1;
-    std::_Exit(0);
-}();
+    return 0;
+});
 
 // Helper mode: COCOON_E2E_MAPPINGS=N makes N one-page mappings (alternately readable and not, so
 // the kernel cannot merge them), touched, forks three children that share them, and sleeps 4 s;
 // COCOON_E2E_THREADS=N starts N threads that sleep 4 s. What a sampler walking /proc pays for.
-[[maybe_unused]] const bool kStormHelper = [] {
-    const char* mappings = std::getenv("COCOON_E2E_MAPPINGS");
-    const char* threads = std::getenv("COCOON_E2E_THREADS");
-    if (!mappings && !threads)
-        return false;
-    if (mappings) {
-        const long page = ::sysconf(_SC_PAGESIZE);
-        for (long i = 0, n = std::atol(mappings); i < n; ++i) {
-            void* p =
-                ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p == MAP_FAILED)
-                std::_Exit(3);
-            static_cast<char*>(p)[0] = 1;
-            if (i % 2)
-                ::mprotect(p, static_cast<size_t>(page), PROT_READ);
-        }
-        for (int i = 0; i < 3; ++i)
-            if (::fork() == 0)
-                break;
-        std::this_thread::sleep_for(std::chrono::seconds(4));
-        std::_Exit(0);
+[[maybe_unused]] const bool kMappingsHelper = helper_mode("COCOON_E2E_MAPPINGS", [](const std::string& count) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    for (long i = 0, n = std::atol(count.c_str()); i < n; ++i) {
+        void* p =
+            ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return 3;
+        static_cast<char*>(p)[0] = 1;
+        if (i % 2)
+            ::mprotect(p, static_cast<size_t>(page), PROT_READ);
     }
+    for (int i = 0; i < 3; ++i)
+        if (::fork() == 0)
+            break;
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    return 0;
+});
+
+[[maybe_unused]] const bool kThreadsHelper = helper_mode("COCOON_E2E_THREADS", [](const std::string& count) {
     std::vector<std::thread> all;
-    for (long i = 0, n = std::atol(threads); i < n; ++i)
+    for (long i = 0, n = std::atol(count.c_str()); i < n; ++i)
         all.emplace_back([] { std::this_thread::sleep_for(std::chrono::seconds(4)); });
     for (std::thread& t : all)
         t.join();
-    std::_Exit(0);
-}();
+    return 0;
+});
 
 // Helper mode: COCOON_E2E_SHARED_VM touches kTouchMiB MiB, then clones a child that shares its
 // memory (CLONE_VM, as vfork and posix_spawn do) and sleeps 1.5 s in it; both wait meanwhile.
-[[maybe_unused]] const bool kSharedVmHelper = [] {
-    if (!std::getenv("COCOON_E2E_SHARED_VM"))
-        return false;
+[[maybe_unused]] const bool kSharedVmHelper = helper_mode("COCOON_E2E_SHARED_VM", [](const std::string&) {
     const size_t bytes = kTouchMiB << 20;
     char* block = static_cast<char*>(std::malloc(bytes));
     if (!block)
-        std::_Exit(2);
+        return 2;
     volatile char* touch = block;
     for (size_t i = 0; i < bytes; i += 4096)
         touch[i] = 1;
@@ -112,11 +106,11 @@ double cpu_seconds()
         },
         stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
     if (child < 0)
-        std::_Exit(3);
+        return 3;
     int status = 0;
     ::waitpid(child, &status, 0);
-    std::_Exit(touch[0] == 1 ? 0 : 4);
-}();
+    return touch[0] == 1 ? 0 : 4;
+});
 
 // The helper run directly, as getrusage sees it: CPU seconds (user + system)
 // and its peak RSS in bytes (what it really holds for its 256 MiB: more under
@@ -290,8 +284,7 @@ TEST(Usage, MemorySharedByCloneVmCountsOnce)
 // The resource report's probe (tests/e2e/probe/usage_probe.cc), beside this binary.
 std::string usage_probe()
 {
-    const std::string self = self_exe();
-    return self.substr(0, self.rfind('/')) + "/cocoon_usage_probe";
+    return sibling_binary("cocoon_usage_probe");
 }
 
 // Issue 23: an address space counts once however busy its sharers are. 200 MiB, then 1 and 3
