@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 #include "tests/support/bwrap.h"
 
 namespace cocoon::test {
@@ -21,17 +22,13 @@ namespace {
 
 // Helper mode: bound into a sandbox as its command, this binary calls
 // umount2() itself, so the kernel answers rather than util-linux's own checks.
-[[maybe_unused]] const bool kUmountHelper = [] {
-    const char* target = std::getenv("COCOON_E2E_UMOUNT");
-    if (!target)
-        return false;
+[[maybe_unused]] const bool kUmountHelper = helper_mode("COCOON_E2E_UMOUNT", [](const std::string& target) {
     for (int flags : {0, static_cast<int>(MNT_DETACH)}) {
-        int rc = ::umount2(target, flags);
+        int rc = ::umount2(target.c_str(), flags);
         std::printf("umount2 %d: %s\n", flags, rc == 0 ? "ok" : std::strerror(errno));
     }
-    std::fflush(stdout);
-    std::_Exit(0);
-}();
+    return 0;
+});
 
 const char* const kCapSets[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"};
 constexpr const char* kNoCaps = "0000000000000000";

@@ -26,18 +26,11 @@
 
 #include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 #include "tests/support/refusal.h"
 
 namespace cocoon::test {
 namespace {
-
-std::string build_dir()
-{
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    std::string self(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    return self.substr(0, self.rfind('/'));
-}
 
 // Whether a process is gone (or a zombie nobody has reaped yet), within two seconds.
 bool ends(pid_t pid)
@@ -425,8 +418,8 @@ TEST_F(Cgroup, PidOneIsOutOfTheAgentsReach)
 // a one-line refusal naming the option where it does not (this host).
 TEST_F(Cgroup, MemoryMaxWhereTheControllerIs)
 {
-    char self[PATH_MAX] = {};
-    ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
+    const std::string self = self_exe();
+    ASSERT_FALSE(self.empty());
     Result r = in_sandbox({"--cgroup-parent", m_parent, "--memory-max", "64M", "--ro-bind", self, "/helper", "--setenv",
                            "COCOON_E2E_TOUCH", "1", "--json-status-fd", "2"},
                           {"/helper"});
@@ -442,7 +435,7 @@ TEST_F(Cgroup, MemoryMaxWhereTheControllerIs)
 TEST_F(Cgroup, PidsMaxWhereTheControllerIs)
 {
     Result r = in_sandbox({"--cgroup-parent", m_parent, "--pids-max", "32", "--unshare-pid", "--ro-bind",
-                           build_dir() + "/cocoon_escape_probe", "/probe"},
+                           sibling_binary("cocoon_escape_probe"), "/probe"},
                           {"/probe", "forkbomb", "2000"});
     if (!parent_offers("pids")) {
         expect_refused(r, {"--pids-max: the cgroup v2 pids controller is not available in " + m_parent});

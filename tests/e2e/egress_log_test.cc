@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/e2e/helper_binary.h"
 #include "tests/e2e/relay_support.h"
 
 namespace cocoon::test {
@@ -130,15 +131,7 @@ int run_client(const std::string& spec)
     return 2;
 }
 
-[[maybe_unused]] const bool kEgressLogClient = [] {
-    const char* spec = std::getenv(kClientEnv);
-    if (!spec)
-        return false;
-    ::signal(SIGPIPE, SIG_IGN);
-    const int code = run_client(spec);
-    std::fflush(stdout);
-    std::_Exit(code);
-}();
+[[maybe_unused]] const bool kEgressLogClient = helper_mode(kClientEnv, run_client);
 
 // ---- Tests --------------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@
 
 #include "base/unique_fd.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 #include "tests/support/process.h"
 #include "tests/support/socket.h"
 
@@ -46,10 +47,7 @@ std::vector<std::string> mounts_under(const std::string& dir)
 
 std::string probe()
 {
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    std::string self(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    return self.substr(0, self.rfind('/')) + "/cocoon_escape_probe";
+    return sibling_binary("cocoon_escape_probe");
 }
 
 // argv as one sh -c word list, each word single-quoted (the tests' paths hold no quote).

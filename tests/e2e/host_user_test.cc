@@ -30,6 +30,7 @@
 #include "base/unique_fd.h"
 #include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 #include "tests/support/refusal.h"
 #include "tests/support/socket.h"
 
@@ -41,17 +42,9 @@ constexpr const char* kNeedsRoot =
     "needs a root caller: --host-user is refused to any other (HostUserRefusal.RefusedToANonRootCaller, "
     "which the unprivileged pass runs, tries that)";
 
-std::string build_dir()
-{
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    std::string self(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    return self.substr(0, self.rfind('/'));
-}
-
 std::string probe()
 {
-    return build_dir() + "/cocoon_host_user_probe";
+    return sibling_binary("cocoon_host_user_probe");
 }
 
 // cocoon run as root with supplementary groups as well, gid 0 and shadow's (which may read
@@ -167,7 +160,7 @@ TEST_F(HostUser, NoHostCgroupFileIsWritableThroughANestedUserNamespace)
 // processes and stops it.
 TEST_F(HostUser, TheProcessLimitBindsIt)
 {
-    const std::string bomb = build_dir() + "/cocoon_escape_probe";
+    const std::string bomb = sibling_binary("cocoon_escape_probe");
     ASSERT_EQ(::access(bomb.c_str(), X_OK), 0) << bomb << " is missing";
     auto run_bomb = [&](const std::vector<std::string>& options) {
         return run(args({{"/usr/bin/prlimit", "--nproc=64", cocoon_bin()},

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 #include "base/unique_fd.h"
 #include "tests/support/process.h"
 
@@ -29,10 +30,7 @@ namespace {
 
 std::string probe()
 {
-    char buf[PATH_MAX] = {};
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    std::string self(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    return self.substr(0, self.rfind('/')) + "/cocoon_seccomp_probe";
+    return sibling_binary("cocoon_seccomp_probe");
 }
 
 std::vector<std::string> sandbox(const std::vector<std::string>& extra = {})

@@ -24,6 +24,7 @@
 
 #include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/helper_binary.h"
 
 namespace cocoon::test {
 namespace {
@@ -39,13 +40,11 @@ double cpu_seconds()
 
 // Helper mode: run as a sandbox's command (or directly), this binary touches
 // kTouchMiB MiB, holds them for 0.7 s, then spins the CPU for 0.3 s.
-[[maybe_unused]] const bool kTouchHelper = [] {
-    if (!std::getenv("COCOON_E2E_TOUCH"))
-        return false;
+[[maybe_unused]] const bool kTouchHelper = helper_mode("COCOON_E2E_TOUCH", [](const std::string&) {
     const size_t bytes = kTouchMiB << 20;
     char* block = static_cast<char*>(std::malloc(bytes));
     if (!block)
-        std::_Exit(2);
+        return 2;
     std::memset(block, 1, bytes);
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
     volatile unsigned sum = 0;
@@ -55,51 +54,46 @@ double cpu_seconds()
     const double start = cpu_seconds();
     while (cpu_seconds() - start < 0.3)
         sum = sum + 1;
-    std::_Exit(0);
-}();
+    return 0;
+});
 
 // Helper mode: COCOON_E2E_MAPPINGS=N makes N one-page mappings (alternately readable and not, so
 // the kernel cannot merge them), touched, forks three children that share them, and sleeps 4 s;
 // COCOON_E2E_THREADS=N starts N threads that sleep 4 s. What a sampler walking /proc pays for.
-[[maybe_unused]] const bool kStormHelper = [] {
-    const char* mappings = std::getenv("COCOON_E2E_MAPPINGS");
-    const char* threads = std::getenv("COCOON_E2E_THREADS");
-    if (!mappings && !threads)
-        return false;
-    if (mappings) {
-        const long page = ::sysconf(_SC_PAGESIZE);
-        for (long i = 0, n = std::atol(mappings); i < n; ++i) {
-            void* p =
-                ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p == MAP_FAILED)
-                std::_Exit(3);
-            static_cast<char*>(p)[0] = 1;
-            if (i % 2)
-                ::mprotect(p, static_cast<size_t>(page), PROT_READ);
-        }
-        for (int i = 0; i < 3; ++i)
-            if (::fork() == 0)
-                break;
-        std::this_thread::sleep_for(std::chrono::seconds(4));
-        std::_Exit(0);
+[[maybe_unused]] const bool kMappingsHelper = helper_mode("COCOON_E2E_MAPPINGS", [](const std::string& count) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    for (long i = 0, n = std::atol(count.c_str()); i < n; ++i) {
+        void* p =
+            ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return 3;
+        static_cast<char*>(p)[0] = 1;
+        if (i % 2)
+            ::mprotect(p, static_cast<size_t>(page), PROT_READ);
     }
+    for (int i = 0; i < 3; ++i)
+        if (::fork() == 0)
+            break;
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    return 0;
+});
+
+[[maybe_unused]] const bool kThreadsHelper = helper_mode("COCOON_E2E_THREADS", [](const std::string& count) {
     std::vector<std::thread> all;
-    for (long i = 0, n = std::atol(threads); i < n; ++i)
+    for (long i = 0, n = std::atol(count.c_str()); i < n; ++i)
         all.emplace_back([] { std::this_thread::sleep_for(std::chrono::seconds(4)); });
     for (std::thread& t : all)
         t.join();
-    std::_Exit(0);
-}();
+    return 0;
+});
 
 // Helper mode: COCOON_E2E_SHARED_VM touches kTouchMiB MiB, then clones a child that shares its
 // memory (CLONE_VM, as vfork and posix_spawn do) and sleeps 1.5 s in it; both wait meanwhile.
-[[maybe_unused]] const bool kSharedVmHelper = [] {
-    if (!std::getenv("COCOON_E2E_SHARED_VM"))
-        return false;
+[[maybe_unused]] const bool kSharedVmHelper = helper_mode("COCOON_E2E_SHARED_VM", [](const std::string&) {
     const size_t bytes = kTouchMiB << 20;
     char* block = static_cast<char*>(std::malloc(bytes));
     if (!block)
-        std::_Exit(2);
+        return 2;
     volatile char* touch = block;
     for (size_t i = 0; i < bytes; i += 4096)
         touch[i] = 1;
@@ -112,11 +106,11 @@ double cpu_seconds()
         },
         stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
     if (child < 0)
-        std::_Exit(3);
+        return 3;
     int status = 0;
     ::waitpid(child, &status, 0);
-    std::_Exit(touch[0] == 1 ? 0 : 4);
-}();
+    return touch[0] == 1 ? 0 : 4;
+});
 
 // The helper run directly, as getrusage sees it: CPU seconds (user + system)
 // and its peak RSS in bytes (what it really holds for its 256 MiB: more under
@@ -290,8 +284,7 @@ TEST(Usage, MemorySharedByCloneVmCountsOnce)
 // The resource report's probe (tests/e2e/probe/usage_probe.cc), beside this binary.
 std::string usage_probe()
 {
-    const std::string self = self_exe();
-    return self.substr(0, self.rfind('/')) + "/cocoon_usage_probe";
+    return sibling_binary("cocoon_usage_probe");
 }
 
 // Issue 23: an address space counts once however busy its sharers are. 200 MiB, then 1 and 3
@@ -349,29 +342,35 @@ TEST(Usage, KillAfterReportsTheCpuItsProcessesBurned)
                       minimal_root(),
                       {"--unshare-pid", "--dev", "/dev", "--ro-bind", bin / "probe", "/probe", "--kill-after", "1",
                        "--json-status-fd", "1", "/probe", m.substr(0, m.find(' ')), m.substr(m.find(' ') + 1)}});
+            // The CPU the loops burned so far, by their own clocks: each process's last figure
+            // (a line cut short by the SIGKILL does not count).
+            const auto burned = [](const std::string& out) {
+                std::map<std::string, double> last;
+                static const std::regex figure("^cpu-us ([0-9]+) ([0-9]+)$");
+                for (const std::string& line : lines(out)) {
+                    std::smatch m2;
+                    if (std::regex_match(line, m2, figure))
+                        last[m2[1]] = std::stod(m2[2]) / 1e6;
+                }
+                double sum = 0;
+                for (const auto& [process, seconds] : last)
+                    sum += seconds;
+                return sum;
+            };
             pid_t pid = start_logged(argv, logs / "out");
-            // Once the loops spin, a second of them, then a stop; --kill-after ends them a
-            // second later.
-            for (int i = 0; i < 500 && !contains(read_file(logs / "out"), "spinning"); ++i)
+            // Once the loops have burned a second of CPU (however long that takes on a loaded
+            // host: a second of wall time gave them 0.8 s beside two CPU hogs), a stop;
+            // --kill-after ends them a second later.
+            for (int i = 0; i < 3000 && burned(read_file(logs / "out")) < 1.0; ++i)
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            std::this_thread::sleep_for(std::chrono::seconds(1));
             ::kill(pid, SIGTERM);
             wait_exit(pid, 10000);
             const std::string out = read_file(logs / "out");
-            // Each process's last figure (a line cut short by the SIGKILL does not count).
-            std::map<std::string, double> burned;
+            const double sum = burned(out);
             std::string exit_line;
-            static const std::regex figure("^cpu-us ([0-9]+) ([0-9]+)$");
-            for (const std::string& line : lines(out)) {
-                std::smatch m2;
-                if (std::regex_match(line, m2, figure))
-                    burned[m2[1]] = std::stod(m2[2]) / 1e6;
+            for (const std::string& line : lines(out))
                 if (contains(line, "\"exit-code\""))
                     exit_line = line.substr(line.find("{ \"exit-code\""));
-            }
-            double sum = 0;
-            for (const auto& [process, seconds] : burned)
-                sum += seconds;
             const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
             std::printf("%s%s: burned %.2f s, reported %.2f s: %s\n", runner.empty() ? "" : "cocoon-test: ", mode, sum,
                         cpu, exit_line.c_str());
@@ -382,14 +381,15 @@ TEST(Usage, KillAfterReportsTheCpuItsProcessesBurned)
 }
 
 // A process that exits while a sample reads its /proc files ends nothing: the read fails (ESRCH)
-// and that sample misses it. 1,500 short processes under sampling, three runs, each exits 0
-// (the build before this test ended about one run in ten with "basic_filebuf::underflow error
-// reading the file: No such process").
+// and that sample misses it. Short processes one after another for 3 s under sampling (~30
+// samples; on a quiet host ~1,500 processes), three runs, each exits 0 (the build before this test
+// ended about one run in ten with "basic_filebuf::underflow error reading the file: No such
+// process"). For a time, not a count: 1,500 starts took over the run's 20 s beside CPU hogs.
 TEST(Usage, ProcessesThatComeAndGoDuringASampleEndNothing)
 {
     for (int run = 0; run < 3; ++run) {
         Result r = in_sandbox({"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--json-status-fd", "1"},
-                              sh("for i in $(seq 1500); do /bin/true; done"));
+                              sh("end=$(($(date +%s) + 3)); while [ $(date +%s) -lt $end ]; do /bin/true; done"));
         EXPECT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(r.err, "");
     }

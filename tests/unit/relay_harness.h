@@ -329,6 +329,11 @@ private:
     std::jthread m_thread;  // last: starts once the members it uses exist
 };
 
+// What a relay holds, as its thread saw it at the end of a turn (RelayRunner::counts).
+struct RelayCounts {
+    size_t connections = 0, waiting = 0, pending = 0;
+};
+
 // Calls run_once in a loop on its own thread, as the monitor's loop would.
 class RelayRunner {
 public:
@@ -339,6 +344,10 @@ public:
                   relay.run_once(10);
                   if (after)
                       after();
+                  {
+                      std::lock_guard lock(m_mutex);
+                      m_counts = {relay.connection_count(), relay.waiting_count(), relay.pending_count()};
+                  }
                   timespec cpu{};
                   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
                   m_cpu_ns.store(cpu.tv_sec * 1000000000LL + cpu.tv_nsec);
@@ -358,8 +367,27 @@ public:
     }
     uint64_t iterations() const { return m_iterations.load(); }
     std::chrono::nanoseconds cpu() const { return std::chrono::nanoseconds(m_cpu_ns.load()); }
+    // The relay's queues as they were at the end of its last turn. Only its own thread may read
+    // them (Relay::waiting_count and pending_count are plain containers' sizes): read from the
+    // test's thread they can be caught mid-turn, a client given up on but still queued, or one
+    // taken off the queue and not yet counted as asked for again.
+    RelayCounts counts() const
+    {
+        std::lock_guard lock(m_mutex);
+        return m_counts;
+    }
+    // The counts at the end of a turn begun after this call: what everything before it led to
+    // (the turn under way may have started before).
+    RelayCounts counts_after_a_turn() const
+    {
+        const uint64_t from = iterations();
+        wait_until([&] { return iterations() >= from + 2; });
+        return counts();
+    }
 
 private:
+    mutable std::mutex m_mutex;
+    RelayCounts m_counts;
     std::atomic<uint64_t> m_iterations{0};
     std::atomic<long long> m_cpu_ns{0};
     std::jthread m_thread;

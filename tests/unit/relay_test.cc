@@ -75,6 +75,7 @@ protected:
         UniqueFd client, server;
     };
     void check_cap(bool upload);
+    struct Retrying;
 
     test::TempDir m_dir;
 
@@ -529,68 +530,6 @@ TEST_F(RelayTest, ReportsFailuresAtMostOncePerSecondWithACount)
     EXPECT_GE(lines[1].first - lines[0].first, 950ms);
 }
 
-// The proxy's backlog is full: the extra client waits (its connect is tried again), and is
-// relayed once the proxy has accepted the one before it.
-TEST_F(RelayTest, FullProxyBacklogQueuesTheExtraClient)
-{
-    LogLines log;
-    relay::RelayOptions options;
-    options.log = log.sink();
-    relay::Relay relay(options);
-    // Backlog 0 takes one connection that nobody accepts; the next connect is EAGAIN.
-    UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd first = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
-    UniqueFd second = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.waiting_count() == 1; }));
-    std::this_thread::sleep_for(100ms);  // several refused retries
-    EXPECT_EQ(relay.waiting_count(), 1u);
-    EXPECT_EQ(relay.connection_count(), 1u);
-    // The proxy takes the first; the second's retry then finds room.
-    UniqueFd server1 = accept_one(proxy.get());
-    ASSERT_TRUE(server1);
-    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 2 && relay.waiting_count() == 0; }, 2s));
-    UniqueFd server2 = accept_one(proxy.get());
-    ASSERT_TRUE(server2);
-    for (auto [client, server] : {std::pair{&first, &server1}, {&second, &server2}}) {
-        ASSERT_TRUE(send_all(client->get(), "ping", 4));
-        char buf[4];
-        ASSERT_EQ(recv_exact(server->get(), buf, 4), 4u);
-        EXPECT_EQ(std::string(buf, 4), "ping");
-    }
-    EXPECT_FALSE(log.contains("connect:")) << "a waiting client was reported as refused";
-}
-
-// A client whose proxy never makes room gives up after connect_retry_total: an RST, one line.
-TEST_F(RelayTest, AClientWaitingTooLongIsReset)
-{
-    LogLines log;
-    relay::RelayOptions options;
-    options.log = log.sink();
-    options.connect_retry_total = 200ms;
-    relay::Relay relay(options);
-    UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
-    Address addr = listen(relay);
-    RelayRunner runner(relay);
-
-    UniqueFd first = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
-    expect_refused_promptly(addr, 2s);
-    EXPECT_TRUE(wait_until([&] { return log.contains("backlog stayed full for 200 ms"); }, 1s));
-    EXPECT_EQ(relay.waiting_count(), 0u);
-    // The first is still relayed, and works once the proxy accepts it.
-    EXPECT_EQ(relay.connection_count(), 1u);
-    UniqueFd server = accept_one(proxy.get());
-    ASSERT_TRUE(server);
-    ASSERT_TRUE(send_all(first.get(), "ping", 4));
-    char buf[4];
-    ASSERT_EQ(recv_exact(server.get(), buf, 4), 4u);
-    EXPECT_EQ(std::string(buf, 4), "ping");
-}
-
 namespace {
 
 // A target in another process, as the relay worker's (relay/worker.cc): connect() only asks; the
@@ -645,19 +584,100 @@ bool carries(int client, int server, const std::string& message)
 
 }  // namespace
 
+// A proxy listening with `backlog` on socket_path() (0: one connection that nobody accepts fills
+// it, and the next connect is EAGAIN), a relay to it whose messages go to `log`, and the relay's
+// thread. With Target::kDeferred the relay's target answers later, as the worker's does.
+struct RelayTest::Retrying {
+    enum Target { kPinned, kDeferred };
+    Retrying(RelayTest& test, int backlog, Target kind = kPinned, relay::RelayOptions options = {})
+        : proxy(listen_on(unix_address(test.socket_path()), backlog)), relay(logged(options, log)),
+          target(kind == kDeferred ? std::make_shared<DeferredTarget>(pin(test.socket_path())) : nullptr),
+          addr(target ? listen_deferred() : test.listen(relay)),
+          runner(relay, target ? std::function<void()>([this] { target->answer(relay); }) : std::function<void()>())
+    {
+    }
+    static relay::RelayOptions logged(relay::RelayOptions options, LogLines& log)
+    {
+        options.log = log.sink();
+        return options;
+    }
+    Address listen_deferred()
+    {
+        UniqueFd listener = listen_on(loopback());
+        const Address at = address_of(listener.get());
+        relay.add_listener(std::move(listener), target);
+        return at;
+    }
+    LogLines log;
+    UniqueFd proxy;
+    relay::Relay relay;
+    std::shared_ptr<DeferredTarget> target;
+    Address addr;
+    RelayRunner runner;
+};
+
+// The proxy's backlog is full: the extra client waits (its connect is tried again), and is
+// relayed once the proxy has accepted the one before it.
+TEST_F(RelayTest, FullProxyBacklogQueuesTheExtraClient)
+{
+    Retrying retrying(*this, 0);
+    auto& [log, proxy, relay, target, addr, runner] = retrying;
+
+    UniqueFd first = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
+    UniqueFd second = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return runner.counts().waiting == 1; }));
+    std::this_thread::sleep_for(100ms);  // several refused retries
+    EXPECT_EQ(runner.counts().waiting, 1u);
+    EXPECT_EQ(relay.connection_count(), 1u);
+    // The proxy takes the first; the second's retry then finds room.
+    UniqueFd server1 = accept_one(proxy.get());
+    ASSERT_TRUE(server1);
+    ASSERT_TRUE(wait_until([&] { return runner.counts().connections == 2 && runner.counts().waiting == 0; }, 2s));
+    UniqueFd server2 = accept_one(proxy.get());
+    ASSERT_TRUE(server2);
+    for (auto [client, server] : {std::pair{&first, &server1}, {&second, &server2}}) {
+        ASSERT_TRUE(send_all(client->get(), "ping", 4));
+        char buf[4];
+        ASSERT_EQ(recv_exact(server->get(), buf, 4), 4u);
+        EXPECT_EQ(std::string(buf, 4), "ping");
+    }
+    EXPECT_FALSE(log.contains("connect:")) << "a waiting client was reported as refused";
+}
+
+// A client whose proxy never makes room gives up after connect_retry_total: an RST, one line.
+TEST_F(RelayTest, AClientWaitingTooLongIsReset)
+{
+    relay::RelayOptions options;
+    options.connect_retry_total = 200ms;
+    Retrying retrying(*this, 0, Retrying::kPinned, options);
+    auto& [log, proxy, relay, target, addr, runner] = retrying;
+
+    UniqueFd first = connect_to(addr);
+    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
+    expect_refused_promptly(addr, 2s);
+    EXPECT_TRUE(wait_until([&] { return log.contains("backlog stayed full for 200 ms"); }, 1s));
+    // The relay resets the client and logs the line before it takes the client off its queue, in
+    // the same turn: the queue is read once that turn is over.
+    EXPECT_EQ(runner.counts_after_a_turn().waiting, 0u);
+    // The first is still relayed, and works once the proxy accepts it.
+    EXPECT_EQ(relay.connection_count(), 1u);
+    UniqueFd server = accept_one(proxy.get());
+    ASSERT_TRUE(server);
+    ASSERT_TRUE(send_all(first.get(), "ping", 4));
+    char buf[4];
+    ASSERT_EQ(recv_exact(server.get(), buf, 4), 4u);
+    EXPECT_EQ(std::string(buf, 4), "ping");
+}
+
 // A client waits, in the kernel's queues, until its target answers; then it is relayed.
 TEST_F(RelayTest, AnAsynchronousTargetRelaysOnceItAnswers)
 {
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay;
-    auto target = std::make_shared<DeferredTarget>(pin(socket_path()));
-    UniqueFd listener = listen_on(loopback());
-    const Address addr = address_of(listener.get());
-    relay.add_listener(std::move(listener), target);
-    RelayRunner runner(relay, [&] { target->answer(relay); });
+    Retrying retrying(*this, 4096, Retrying::kDeferred);
+    auto& [log, proxy, relay, target, addr, runner] = retrying;
 
     UniqueFd client = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.pending_count() == 1; }));
+    ASSERT_TRUE(wait_until([&] { return runner.counts().pending == 1; }));
     ASSERT_TRUE(send_all(client.get(), "ping", 4));
     EXPECT_FALSE(accept_one(proxy.get(), 200ms)) << "the proxy was reached before the answer";
     EXPECT_EQ(relay.connection_count(), 0u);
@@ -668,28 +688,21 @@ TEST_F(RelayTest, AnAsynchronousTargetRelaysOnceItAnswers)
     ASSERT_EQ(recv_exact(server.get(), buf, 4), 4u);
     EXPECT_EQ(std::string(buf, 4), "ping");
     EXPECT_TRUE(carries(client.get(), server.get(), "pong"));
-    EXPECT_EQ(relay.pending_count(), 0u);
-    EXPECT_EQ(relay.connection_count(), 1u);
+    const RelayCounts counts = runner.counts_after_a_turn();
+    EXPECT_EQ(counts.pending, 0u);
+    EXPECT_EQ(counts.connections, 1u);
 }
 
 // Answers go to the requests in order: a refused one closes its own client only.
 TEST_F(RelayTest, AnAsynchronousTargetsAnswersKeepTheirOrder)
 {
-    LogLines log;
-    relay::RelayOptions options;
-    options.log = log.sink();
-    UniqueFd proxy = listen_on(unix_address(socket_path()));
-    relay::Relay relay(options);
-    auto target = std::make_shared<DeferredTarget>(pin(socket_path()));
-    UniqueFd listener = listen_on(loopback());
-    const Address addr = address_of(listener.get());
-    relay.add_listener(std::move(listener), target);
-    RelayRunner runner(relay, [&] { target->answer(relay); });
+    Retrying retrying(*this, 4096, Retrying::kDeferred);
+    auto& [log, proxy, relay, target, addr, runner] = retrying;
 
     UniqueFd first = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.pending_count() == 1; }));
+    ASSERT_TRUE(wait_until([&] { return runner.counts().pending == 1; }));
     UniqueFd second = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.pending_count() == 2; }));
+    ASSERT_TRUE(wait_until([&] { return runner.counts().pending == 2; }));
     target->refuse(1);
     target->allow(2);
     expect_closed_within(first.get(), 2s);
@@ -704,29 +717,21 @@ TEST_F(RelayTest, AnAsynchronousTargetsAnswersKeepTheirOrder)
 // for again, one at a time, until the proxy makes room.
 TEST_F(RelayTest, AnAsynchronousTargetsFullBacklogQueuesTheClient)
 {
-    LogLines log;
-    relay::RelayOptions options;
-    options.log = log.sink();
-    UniqueFd proxy = listen_on(unix_address(socket_path()), 0);
-    relay::Relay relay(options);
-    auto target = std::make_shared<DeferredTarget>(pin(socket_path()));
+    Retrying retrying(*this, 0, Retrying::kDeferred);
+    auto& [log, proxy, relay, target, addr, runner] = retrying;
     target->allow(1000);
-    UniqueFd listener = listen_on(loopback());
-    const Address addr = address_of(listener.get());
-    relay.add_listener(std::move(listener), target);
-    RelayRunner runner(relay, [&] { target->answer(relay); });
 
     UniqueFd first = connect_to(addr);
     ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 1; }));
     UniqueFd second = connect_to(addr);
-    ASSERT_TRUE(wait_until([&] { return relay.waiting_count() == 1; }));
+    ASSERT_TRUE(wait_until([&] { return runner.counts().waiting == 1; }));
     std::this_thread::sleep_for(100ms);  // several refused retries
     EXPECT_GT(target->asked(), 3) << "the waiting client was not asked for again";
-    EXPECT_EQ(relay.waiting_count(), 1u);
+    EXPECT_EQ(runner.counts().waiting, 1u);
     EXPECT_EQ(relay.connection_count(), 1u);
     UniqueFd server1 = accept_one(proxy.get());
     ASSERT_TRUE(server1);
-    ASSERT_TRUE(wait_until([&] { return relay.connection_count() == 2 && relay.waiting_count() == 0; }, 2s));
+    ASSERT_TRUE(wait_until([&] { return runner.counts().connections == 2 && runner.counts().waiting == 0; }, 2s));
     UniqueFd server2 = accept_one(proxy.get());
     ASSERT_TRUE(server2);
     EXPECT_TRUE(carries(first.get(), server1.get(), "first"));
