@@ -177,6 +177,10 @@ bool Allowlist::lists_address(const sockaddr_storage& address, uint16_t port) co
 
 std::optional<sockaddr_storage> parse_ip_literal(const std::string& text, uint16_t port)
 {
+    // Security: inet_pton reads up to the first NUL, so "::1" followed by a NUL and 300 more
+    // bytes would pass as ::1, a host of any length and bytes (found by the fuzzer).
+    if (text.size() >= INET6_ADDRSTRLEN || text.find('\0') != std::string::npos)
+        return std::nullopt;
     sockaddr_storage out{};
     auto* in4 = reinterpret_cast<sockaddr_in*>(&out);
     if (::inet_pton(AF_INET, text.c_str(), &in4->sin_addr) == 1) {

@@ -324,6 +324,19 @@ TEST(EgressPolicy, TheHostsOwnAddressesAreRefusedUnlessListed)
     EXPECT_EQ(bare.admit("a.example.com", {ip("198.51.100.7", 443)}, 443, refused).size(), 1U);
 }
 
+// A literal is the whole text: inet_pton would stop at a NUL and take what comes before it.
+TEST(EgressAddress, ALiteralWithANulOrPastItsLengthIsNone)
+{
+    EXPECT_TRUE(parse_ip_literal("::1", 443));
+    EXPECT_FALSE(parse_ip_literal(std::string("::1\0", 4) + std::string(300, '\0'), 443));
+    EXPECT_FALSE(parse_ip_literal(std::string("127.0.0.1\0x", 11), 443));
+    EXPECT_FALSE(parse_ip_literal("0000:0000:0000:0000:0000:0000:0000:0000:0001", 443));
+    ProxyRequest r;
+    std::string why;
+    const std::string head = "CONNECT [::1" + std::string(300, '\0') + "]:8443 HTTP/1.1\r\n\r\n";
+    EXPECT_EQ(parse(head, r, why), ParseResult::Bad) << why;
+}
+
 TEST(EgressPolicy, NamesAndLiterals)
 {
     EgressPolicy policy({parse_allow_rule("api.example.com"), parse_allow_rule("192.0.2.1:8080")});
