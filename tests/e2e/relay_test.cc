@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/e2e/helper_binary.h"
 #include "tests/e2e/relay_support.h"
 #include "tests/support/refusal.h"
 
@@ -452,15 +453,7 @@ int run_client(const std::string& spec)
     return 2;
 }
 
-[[maybe_unused]] const bool kRelayClient = [] {
-    const char* spec = std::getenv(kHelperEnv);
-    if (!spec)
-        return false;
-    ::signal(SIGPIPE, SIG_IGN);
-    const int code = run_client(spec);
-    std::fflush(stdout);
-    std::_Exit(code);
-}();
+[[maybe_unused]] const bool kRelayClient = helper_mode(kHelperEnv, run_client);
 
 // ---- Tests --------------------------------------------------------------------------------------
 

@@ -98,14 +98,14 @@ int host(int seconds)
 // asked once, as a client that caches its lookups would.
 in_addr g_transparent{};
 
-// A connection to target without the proxy, to g_transparent; -1 when refused.
-int direct(uint16_t target)
+// A TCP connection to address:port with TCP_NODELAY; -1 when refused.
+int dial(in_addr address, uint16_t port)
 {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr = g_transparent;
-    a.sin_port = htons(target);
+    a.sin_addr = address;
+    a.sin_port = htons(port);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) {
         ::close(fd);
         return -1;
@@ -119,18 +119,10 @@ int direct(uint16_t target)
 int tunnel(uint16_t proxy, uint16_t target)
 {
     if (proxy == 0)
-        return direct(target);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(proxy);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) {
-        ::close(fd);
+        return dial(g_transparent, target);
+    const int fd = dial(in_addr{htonl(INADDR_LOOPBACK)}, proxy);
+    if (fd < 0)
         return -1;
-    }
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const std::string req = "CONNECT 127.0.0.1:" + std::to_string(target) +
                             " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(target) + "\r\n\r\n";
     if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
