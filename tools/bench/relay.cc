@@ -984,6 +984,16 @@ int main(int argc, char** argv)
         std::printf("\nanchor: a request and an fd in answer between two processes (SOCK_SEQPACKET, both "
                     "polling): %.1f us of CPU, %.1f us round trip\n",
                     x.cpu_us, x.wall_us);
+        // The split's floor: any design that keeps connect() in the privileged process (issue 22)
+        // pays the anchor per connection, beside the engine's own cost.
+        if (e.rate.done > 0) {
+            const double engine_us = e.rate_cpu_ms * 1000 / static_cast<double>(e.rate.done);
+            const double relay_us = r.rate_cpu_ms * 1000 / static_cast<double>(r.rate.done);
+            std::printf("split's cost per connection: %.1f us of CPU over the engine's %.1f us (+%.0f%%); its floor, "
+                        "the anchor, alone is +%.0f%%\n",
+                        relay_us - engine_us, engine_us, 100 * (relay_us - engine_us) / engine_us,
+                        100 * x.cpu_us / engine_us);
+        }
     }
     if (o.runs("idle")) {
         const double growth_mib = static_cast<double>(idle.rss_after_kib - idle.rss_before_kib) / 1024;
