@@ -10,7 +10,10 @@
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 
 #include "base/sys.h"
@@ -60,6 +63,15 @@ bool is_dir(const char* path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<std::string> sorted_entries(const std::string& dir)
+{
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+        names.push_back(entry.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
 }
 
 long fs_type(const char* path)
@@ -174,4 +186,53 @@ TEST(MountApply, RemountRoAndFileBinds)
         CHILD_CHECK(open("/deep/er/file", O_WRONLY | O_CLOEXEC) < 0 && errno == EROFS);
     });
     EXPECT_EQ(rc, 0);
+}
+
+// Destinations an earlier run could have planted, in a directory the sandbox writes: each fails
+// with one error that names it (and its errno, where a call failed), and the host's copy of the
+// directory is as it was.
+TEST(MountApply, HostileDestinationsFailNamingThemAndLeaveTheHostAlone)
+{
+    test::TempDir host;
+    ASSERT_EQ(symlink("loop2", (host / "loop1").c_str()), 0);
+    ASSERT_EQ(symlink("loop1", (host / "loop2").c_str()), 0);
+    ASSERT_EQ(symlink("/", (host / "root").c_str()), 0);
+    ASSERT_EQ(symlink("..", (host / "dotdot").c_str()), 0);
+    const std::string long_name(NAME_MAX + 1, 'n');
+    std::string long_path = "/w";
+    while (long_path.size() <= PATH_MAX)
+        long_path += "/" + std::string(200, 'p');
+    struct Case {
+        mount::InputOp op;
+        std::string dest;
+        int err;  // 0: refused by cocoon's own check (UsageError)
+    };
+    const std::vector<Case> cases{
+        {mount::Tmpfs{"/w/loop1/x"}, "/w/loop1/x", ELOOP},
+        {mount::Tmpfs{"/w/" + long_name}, "/w/" + long_name, ENAMETOOLONG},
+        {mount::Dir{long_path}, long_path.substr(0, 100), ENAMETOOLONG},
+        {mount::Tmpfs{"/w/root"}, "/w/root", 0},
+        {mount::Tmpfs{"/w/dotdot"}, "/w/dotdot", 0},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.dest.substr(0, 40));
+        int rc = in_new_namespaces([&] {
+            try {
+                mount::apply(usr_root({mount::Bind{host.path(), "/w", mount::BindKind::ReadWrite, false}, c.op}), {});
+            } catch (const SysError& e) {
+                fprintf(stderr, "%.200s\n", e.what());
+                CHILD_CHECK(c.err != 0 && e.code() == c.err);
+                CHILD_CHECK(std::string(e.what()).find(c.dest) != std::string::npos);
+                return;
+            } catch (const UsageError& e) {
+                fprintf(stderr, "%.200s\n", e.what());
+                CHILD_CHECK(c.err == 0);
+                CHILD_CHECK(std::string(e.what()).find(c.dest) != std::string::npos);
+                return;
+            }
+            CHILD_CHECK(!"a hostile destination was accepted");
+        });
+        EXPECT_EQ(rc, 0);
+        EXPECT_EQ(sorted_entries(host.path()), (std::vector<std::string>{"dotdot", "loop1", "loop2", "root"}));
+    }
 }
