@@ -30,7 +30,7 @@
 
 #include "relay/relay.h"
 #include "tests/e2e/helper_binary.h"
-#include "tests/e2e/relay_support.h"
+#include "tests/e2e/relay_target.h"
 
 namespace cocoon::test {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "tests/e2e/helper_binary.h"
-#include "tests/e2e/relay_support.h"
+#include "tests/e2e/relay_target.h"
 
 namespace cocoon::test {
 namespace {
