@@ -1,6 +1,5 @@
-// Test harness of the relay's unit tests: loopback sockets, echo servers, streams that show a
-// byte out of place, fd and memory counters. Used by the relay unit tests (tests/unit/relay_*test.cc), in their
-// process.
+// Test harness of the relay's unit tests (tests/unit/relay_*test.cc, in their process): loopback
+// sockets, echo servers, streams that show a byte out of place, fd and memory counters.
 #pragma once
 
 #include <poll.h>
