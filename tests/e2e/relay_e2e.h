@@ -32,8 +32,9 @@ using namespace relay_e2e;
 constexpr uint16_t kPort = 3128;
 inline const std::string kPortText = std::to_string(kPort);
 constexpr const char* kHelperEnv = "COCOON_E2E_RELAY";
-// The time 1 GiB down and 256 MiB up may take. The sanitizer build (-O0, ASan) makes the test's own
-// pattern and hash loops several times slower; the relay moves the bytes in the kernel either way.
+// What 1 GiB down and 256 MiB up may take; twice this is a hang (a timeout, not a speed check:
+// tools/bench/relay measures speed). The sanitizer build (-O0, ASan) makes the test's own pattern
+// and hash loops several times slower; the relay moves the bytes in the kernel either way.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr long long kTransferBudgetMs = 45000;
 #else

@@ -158,8 +158,9 @@ TEST_F(Relay, LargeTransfersArriveIntact)
     Result r = run(args({{cocoon_bin()}, sandbox(), sh(script)}), "", 2 * kTransferBudgetMs);
     const long long elapsed = ms_since(start);
     ASSERT_EQ(r.code, 0) << r.out << r.err;
+    // Printed, not asserted: how fast is tools/bench/relay's to measure. A wall-time bound here
+    // failed beside a loaded host's other jobs (load ~10 on 2 CPUs) with every byte intact.
     std::printf("1 GiB down and 256 MiB up in %lld ms\n", elapsed);
-    EXPECT_LT(elapsed, kTransferBudgetMs);
 
     const std::vector<std::string> out = lines(r.out);
     ASSERT_EQ(out.size(), 3u) << r.out;
