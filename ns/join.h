@@ -9,7 +9,7 @@
 #include <string>
 
 #include "base/unique_fd.h"
-#include "ns/launch.h"
+#include "ns/plan.h"
 
 namespace cocoon::ns {
 

@@ -21,6 +21,7 @@
 #include "base/sys_error.h"
 #include "ns/join.h"
 #include "ns/launch.h"
+#include "ns/plan.h"
 #include "relay/host_socket.h"
 #include "tools/check.h"
 #include "tools/options.h"
