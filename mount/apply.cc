@@ -61,12 +61,13 @@ UniqueFd open_fd_tree(const Bind& bind, int fd)
 struct HostPath {
     UniqueFd fd;
     bool via_symlink = false;
+    std::string path;  // as the caller gave it (empty for --bind-fd's and set-up's own)
 };
 
 // no_follow (--no-follow-sources): a symlink anywhere is refused.
-
 int open_host(const std::string& path, int flags, bool no_follow, HostPath& out)
 {
+    out.path = path;
     int err = sys::try_openat2(AT_FDCWD, path, O_PATH | flags, RESOLVE_NO_SYMLINKS, 0, out.fd);
     if (err == -ELOOP && no_follow)
         throw UsageError("Can't find source path " + path +
@@ -166,18 +167,17 @@ std::string spelled(const std::string& path)
 // home. Where the destination exists already and is spelled like the source,
 // or was itself reached through a symlink (the same planted link, seen
 // through the sandbox's bind of WT), both must be the very same file.
-void refuse_redirected(const std::string& source, int source_fd, bool source_via_symlink, const std::string& dest,
-                       const Target& target, const std::string& what)
+void refuse_redirected(const HostPath& source, const std::string& dest, const Target& target, const std::string& what)
 {
-    if (!source_via_symlink || !target.existed)
+    if (!source.via_symlink || !target.existed)
         return;
-    if (!target.via_symlink && spelled(source) != dest)
+    if (!target.via_symlink && spelled(source.path) != dest)
         return;
     struct stat src, dst;
-    check(::fstat(source_fd, &src), what);
+    check(::fstat(source.fd.get(), &src), what);
     check(::fstat(target.fd.get(), &dst), what);
     if (src.st_dev != dst.st_dev || src.st_ino != dst.st_ino)
-        throw UsageError(what + ": " + source + " leads through a symbolic link to another file than " + dest +
+        throw UsageError(what + ": " + source.path + " leads through a symbolic link to another file than " + dest +
                          " is in the sandbox");
 }
 
@@ -278,7 +278,7 @@ struct Applier {
         if (src.via_symlink)
             refuse_link_to_missing(root, b.source, b.dest, what);
         Target target = mount_point(root, b.dest, S_ISDIR(st.st_mode), what);
-        refuse_redirected(b.source, src.fd.get(), src.via_symlink, b.dest, target, what);
+        refuse_redirected(src, b.dest, target, what);
         attach(src.fd.get(), target.fd.get(), what);
     }
     void operator()(const Tmpfs& t) const
@@ -362,13 +362,8 @@ struct Applier {
     {
         const std::string what = std::string("Can't mount ") + option_of(o.kind) + " on " + o.dest;
         Target target = mount_point(root, o.dest, true, what);
-        std::vector<const std::string*> paths;
-        for (const std::string& src : o.sources)
-            paths.push_back(&src);
-        if (o.kind == OverlayKind::ReadWrite)
-            paths.insert(paths.end(), {&o.upper, &o.work});
-        for (size_t i = 0; i < paths.size(); ++i)
-            refuse_redirected(*paths[i], (*layers)[i].fd.get(), (*layers)[i].via_symlink, o.dest, target, what);
+        for (const HostPath& layer : *layers)  // the pre-opened ones (open_layers)
+            refuse_redirected(layer, o.dest, target, what);
         // lowerdir lists the topmost layer first; the last --overlay-src given is the top.
         std::string lower;
         for (size_t i = o.sources.size(); i-- > 0;) {

@@ -71,6 +71,13 @@ bool command_shares_memory(const LaunchPlan& plan)
     return !plan.reexec_pid1 && !plan.process.disable_userns && !plan.process.assert_userns_disabled;
 }
 
+// The bounding set PID 1 and PID 2 have after the fork: the first process
+// drops it before a vfork, once for both.
+CapSet bounding_after_fork(const LaunchPlan& plan)
+{
+    return command_shares_memory(plan) ? plan.caps : kAllCaps;
+}
+
 // Reaps until the command exits; reports its status to the monitor, exits.
 [[noreturn]] void reap(pid_t command, bool forward, int sock)
 {
@@ -86,13 +93,6 @@ bool command_shares_memory(const LaunchPlan& plan)
         send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
     ::_exit(reaper::exit_code(status));
-}
-
-// The bounding set PID 1 and PID 2 have after the fork: the first process
-// drops it before a vfork, once for both.
-CapSet bounding_after_fork(const LaunchPlan& plan)
-{
-    return command_shares_memory(plan) ? plan.caps : kAllCaps;
 }
 
 // PID 1 after the fork: no privilege, not ptraceable, reaping until the
