@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <optional>
@@ -386,7 +387,7 @@ struct Applier {
                 UniqueFd dir =
                     sys::check_fd(::openat(upper_dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), what);
                 params.emplace_back(param, fd_path(dir.get()));
-                layers->push_back({std::move(dir)});  // open until the overlay is made
+                layers->push_back({std::move(dir), false, {}});  // open until the overlay is made
             }
         }
         // Security: nosuid and nodev, as for binds; --ro-overlay has no upper
@@ -509,10 +510,8 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
         if (number <= 2)
             ::close(number);
     fds.clear();
-    std::vector<UniqueFd> out;
-    out.reserve(made.size());
-    for (MadeTmpfs& t : made)
-        out.push_back(std::move(t.mnt));
+    std::vector<UniqueFd> out(made.size());
+    std::ranges::transform(made, out.begin(), [](MadeTmpfs& t) { return std::move(t.mnt); });
     return out;
 }
 
