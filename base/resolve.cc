@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/sys.h"
+
 namespace cocoon::sys {
 namespace {
 
@@ -47,15 +49,7 @@ public:
             }
             m_root = m_resolve & RESOLVE_IN_ROOT ? m_dirfd : m_owned_root.get();
         }
-        std::vector<std::string> parts;
-        for (size_t i = 0; i < path.size();) {
-            size_t slash = path.find('/', i);
-            if (slash == std::string::npos)
-                slash = path.size();
-            if (slash > i)
-                parts.push_back(path.substr(i, slash - i));
-            i = slash + 1;
-        }
+        std::vector<std::string_view> parts = split_path(path);
         if (path.back() == '/')
             parts.emplace_back(kSlash);
         m_todo.insert(m_todo.end(), parts.rbegin(), parts.rend());
@@ -219,11 +213,7 @@ int openat2_userspace(int dirfd, const std::string& path, int flags, unsigned lo
     Walk walk(dirfd, resolve);
     if (int err = walk.push(path))
         return err;
-    UniqueFd fd;
-    if (int err = walk.run(flags, mode, fd))
-        return err;
-    out = std::move(fd);
-    return 0;
+    return walk.run(flags, mode, out);  // out is set only on success
 }
 
 }  // namespace cocoon::sys

@@ -30,10 +30,7 @@ int try_openat2(int dirfd, const std::string& path, int flags, unsigned long lon
     // goes straight to the userspace walk. Where openat2 works, this load is all it costs.
     static std::atomic<bool> no_openat2{false};
     if (!no_openat2.load(std::memory_order_relaxed)) {
-        open_how how{};
-        how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
-        how.mode = mode;
-        how.resolve = resolve;
+        open_how how{.flags = static_cast<unsigned long long>(flags | O_CLOEXEC), .mode = mode, .resolve = resolve};
         for (;;) {
             long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
             if (fd >= 0) {
@@ -54,13 +51,19 @@ int try_openat2(int dirfd, const std::string& path, int flags, unsigned long lon
     return openat2_userspace(dirfd, path, flags, resolve, mode, out);
 }
 
-UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode)
+UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode,
+                 const std::string& context)
 {
     UniqueFd fd;
     int err = try_openat2(dirfd, path, flags, resolve, mode, fd);
     if (err < 0)
-        throw SysError(-err, "openat2(" + path + ")");
+        throw SysError(-err, context.empty() ? "openat2(" + path + ")" : context);
     return fd;
+}
+
+UniqueFd check_fd(long fd, const std::string& context)
+{
+    return UniqueFd(static_cast<int>(check(fd, context)));
 }
 
 void pivot_root(const char* new_root, const char* put_old)
@@ -89,14 +92,10 @@ Cloned clone3(unsigned long long flags, int cgroup_fd)
 
 void write_file(const std::string& path, const std::string& data, int dirfd)
 {
-    UniqueFd fd(::openat(dirfd, path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd)
-        throw SysError(errno, "open(" + path + ")");
+    UniqueFd fd = sys::check_fd(::openat(dirfd, path.c_str(), O_WRONLY | O_CLOEXEC), "open(" + path + ")");
     ssize_t n = ::write(fd.get(), data.data(), data.size());
-    if (n < 0)
-        throw SysError(errno, "write(" + path + ")");
-    if (static_cast<size_t>(n) != data.size())
-        throw SysError(EIO, "write(" + path + ")");
+    if (n < 0 || static_cast<size_t>(n) != data.size())
+        throw SysError(n < 0 ? errno : EIO, "write(" + path + ")");
 }
 
 std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& context)
@@ -107,19 +106,12 @@ std::string read_to_end_and_close(int fd, size_t max_bytes, const std::string& c
         throw SysError(errno, context);
     UniqueFd owned(fd);
     std::string data;
-    char buf[65536];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            throw SysError(errno, context);
-        if (n == 0)
-            return data;
-        if (data.size() + static_cast<size_t>(n) > max_bytes)
-            throw SysError(EFBIG, context);
-        data.append(buf, static_cast<size_t>(n));
-    }
+    // One byte past the bound tells a text of max_bytes from a longer one.
+    if (!read_up_to(fd, max_bytes + 1, data))
+        throw SysError(errno, context);
+    if (data.size() > max_bytes)
+        throw SysError(EFBIG, context);
+    return data;
 }
 
 bool write_all(int fd, std::string_view data)
@@ -216,6 +208,18 @@ std::vector<int> inheritable_fds()
         }
     std::sort(fds.begin(), fds.end());
     return fds;
+}
+
+std::vector<std::string_view> split_path(std::string_view path)
+{
+    std::vector<std::string_view> parts;
+    for (size_t i = 0; i < path.size();) {
+        const size_t end = std::min(path.find('/', i), path.size());
+        if (end > i)
+            parts.push_back(path.substr(i, end - i));
+        i = end + 1;
+    }
+    return parts;
 }
 
 std::vector<std::string> proc_stat_fields(const std::string& stat)

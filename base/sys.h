@@ -15,12 +15,17 @@ namespace cocoon::sys {
 
 // openat2(2). Returns the fd, or -errno when the call failed with an errno in
 // `expected` style: callers that treat ENOENT as a value use try_openat2.
+// openat2 throws SysError(errno, context), or naming the call and path where context is empty.
 // Where the kernel answers ENOSYS (a seccomp policy, cocoon's own among them,
 // that cannot read struct open_how; a kernel before 5.6), the same resolution
 // is done in userspace with the same guarantees (base/resolve.h), and the
 // process goes there directly from then on.
-UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode = 0);
+UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode = 0,
+                 const std::string& context = "");
 int try_openat2(int dirfd, const std::string& path, int flags, unsigned long long resolve, mode_t mode, UniqueFd& out);
+
+// Owns fd, the new fd a call returned; throws SysError(errno, context) when the call failed (fd < 0).
+UniqueFd check_fd(long fd, const std::string& context);
 
 void pivot_root(const char* new_root, const char* put_old);
 
@@ -70,6 +75,10 @@ pid_t pidfd_pid(int pidfd);
 // from /proc/self/fd (read with getdents64 into a stack buffer: nothing allocated but the result);
 // without a /proc, by F_GETFD on each number below RLIMIT_NOFILE's soft limit (at most 65,536).
 std::vector<int> inheritable_fds();
+
+// The components of a path, in order, without the empty ones that repeated, leading and trailing
+// slashes make ("." and ".." are kept). Pure.
+std::vector<std::string_view> split_path(std::string_view path);
 
 // The fields of a /proc/PID/stat text from field 3 (state) on: [0] is field 3. The comm field
 // before them is the process's own choice (any bytes, parentheses too), so they are counted from

@@ -9,10 +9,9 @@
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <optional>
@@ -26,16 +25,11 @@
 namespace cocoon::mount {
 namespace {
 
-std::string fd_name(const FdUse& use)
-{
-    return std::string(use.option) + " " + std::to_string(use.fd);
-}
-
 // What a data op's bytes come from, for messages.
 std::string source_name(const Data& d)
 {
     auto use = fd_use(d);
-    return use ? fd_name(*use) : "cocoon's own " + d.dest;
+    return use ? use->name() : "cocoon's own " + d.dest;
 }
 
 // --bind-fd: the caller's fd names a mount of the caller's mount namespace,
@@ -44,7 +38,7 @@ std::string source_name(const Data& d)
 // the fd names (a rename in between makes this an error, never another file).
 UniqueFd open_fd_tree(const Bind& bind, int fd)
 {
-    const std::string what = fd_name(*fd_use(bind));
+    const std::string what = fd_use(bind)->name();
     struct stat want, got;
     check(::fstat(fd, &want), "Can't use " + what);
     char path[PATH_MAX];
@@ -54,25 +48,27 @@ UniqueFd open_fd_tree(const Bind& bind, int fd)
     if (path[0] != '/')
         throw UsageError("Can't bind " + what + ": not a file or directory (" + std::string(path, n) + ")");
     const std::string source(path, n);
-    UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(),
-                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW));
-    if (!tree)
-        throw SysError(errno, "Can't find source path " + source + " of " + what);
+    UniqueFd tree = sys::check_fd(
+        ::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW),
+        "Can't find source path " + source + " of " + what);
     check(::fstat(tree.get(), &got), "Can't use " + what);
     if (got.st_dev != want.st_dev || got.st_ino != want.st_ino)
         throw UsageError("Can't bind " + what + ": " + source + " no longer names the file the fd is open on");
     return tree;
 }
 
-// A host path opened as a source (O_PATH), and whether a symlink was on the
-// way. no_follow (--no-follow-sources): a symlink anywhere is refused.
+// A host source opened (O_PATH; for a bind, a clone of the tree there, with
+// the bind's restrictions set), and whether a symlink was on the way.
 struct HostPath {
     UniqueFd fd;
     bool via_symlink = false;
+    std::string path;  // as the caller gave it (empty for --bind-fd's and set-up's own)
 };
 
+// no_follow (--no-follow-sources): a symlink anywhere is refused.
 int open_host(const std::string& path, int flags, bool no_follow, HostPath& out)
 {
+    out.path = path;
     int err = sys::try_openat2(AT_FDCWD, path, O_PATH | flags, RESOLVE_NO_SYMLINKS, 0, out.fd);
     if (err == -ELOOP && no_follow)
         throw UsageError("Can't find source path " + path +
@@ -84,33 +80,24 @@ int open_host(const std::string& path, int flags, bool no_follow, HostPath& out)
     return err;
 }
 
-// A bind's source: a clone of the host tree, with the bind's restrictions set.
-struct Source {
-    UniqueFd tree;
-    bool via_symlink = false;
-};
-
 // A clone of the host tree at bind.source (or at bind.fd), with the bind's
 // restrictions set on every mount in it; nullopt for a missing optional source.
-std::optional<Source> open_source(const Bind& bind, const Fds& fds, bool no_follow)
+std::optional<HostPath> open_source(const Bind& bind, const Fds& fds, bool no_follow)
 {
-    Source src;
+    HostPath src;
     if (bind.fd >= 0) {
-        src.tree = open_fd_tree(bind, fds.at(bind.fd).get());
+        src.fd = open_fd_tree(bind, fds.at(bind.fd).get());
     } else {
         // Opened first, then cloned from the fd: what was checked for
         // symlinks is what is bound.
-        HostPath path;
-        int err = open_host(bind.source, 0, no_follow, path);
+        int err = open_host(bind.source, 0, no_follow, src);
         if (err == -ENOENT && bind.optional)
             return std::nullopt;
         if (err < 0)
             throw SysError(-err, "Can't find source path " + bind.source);
-        src.via_symlink = path.via_symlink;
-        src.tree.reset(
-            ::open_tree(path.fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
-        if (!src.tree)
-            throw SysError(errno, "Can't find source path " + bind.source);
+        src.fd = sys::check_fd(
+            ::open_tree(src.fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH),
+            "Can't find source path " + bind.source);
     }
     // Security: no setuid binary or device node of the host gains power in the
     // sandbox (except --dev-bind, which asks for devices), and --ro-bind is
@@ -120,7 +107,7 @@ std::optional<Source> open_source(const Bind& bind, const Fds& fds, bool no_foll
         set |= MOUNT_ATTR_NODEV;
     if (bind.kind == BindKind::ReadOnly)
         set |= MOUNT_ATTR_RDONLY;
-    set_attrs(src.tree.get(), AT_RECURSIVE, set, "Can't restrict bind mount of " + bind.source);
+    set_attrs(src.fd.get(), AT_RECURSIVE, set, "Can't restrict bind mount of " + bind.source);
     return src;
 }
 
@@ -130,14 +117,12 @@ std::optional<Source> open_source(const Bind& bind, const Fds& fds, bool no_foll
 // anyway, each guarded by the kernel's own per-process checks, and
 // cover_proc then makes the files that reconfigure the kernel read-only, as
 // for a new procfs.
-Source host_proc()
+HostPath host_proc()
 {
     const std::string what = "Can't bind mount /proc";
-    Source src;
-    src.tree.reset(::open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-    if (!src.tree)
-        throw SysError(errno, what);
-    set_attrs(src.tree.get(), AT_RECURSIVE, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
+    HostPath src;
+    src.fd = sys::check_fd(::open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE), what);
+    set_attrs(src.fd.get(), AT_RECURSIVE, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
     return src;
 }
 
@@ -163,14 +148,11 @@ std::string spelled(const std::string& path)
         full = std::string(::getcwd(cwd, sizeof cwd) ? cwd : "") + "/" + path;
     }
     std::vector<std::string_view> parts;
-    for (size_t i = 0; i < full.size();) {
-        size_t end = std::min(full.find('/', i), full.size());
-        std::string_view part(full.data() + i, end - i);
-        i = end + 1;
+    for (std::string_view part : sys::split_path(full)) {
         if (part == "..") {
             if (!parts.empty())
                 parts.pop_back();
-        } else if (!part.empty() && part != ".") {
+        } else if (part != ".") {
             parts.push_back(part);
         }
     }
@@ -186,18 +168,17 @@ std::string spelled(const std::string& path)
 // home. Where the destination exists already and is spelled like the source,
 // or was itself reached through a symlink (the same planted link, seen
 // through the sandbox's bind of WT), both must be the very same file.
-void refuse_redirected(const std::string& source, int source_fd, bool source_via_symlink, const std::string& dest,
-                       const Target& target, const std::string& what)
+void refuse_redirected(const HostPath& source, const std::string& dest, const Target& target, const std::string& what)
 {
-    if (!source_via_symlink || !target.existed)
+    if (!source.via_symlink || !target.existed)
         return;
-    if (!target.via_symlink && spelled(source) != dest)
+    if (!target.via_symlink && spelled(source.path) != dest)
         return;
     struct stat src, dst;
-    check(::fstat(source_fd, &src), what);
+    check(::fstat(source.fd.get(), &src), what);
     check(::fstat(target.fd.get(), &dst), what);
     if (src.st_dev != dst.st_dev || src.st_ino != dst.st_ino)
-        throw UsageError(what + ": " + source + " leads through a symbolic link to another file than " + dest +
+        throw UsageError(what + ": " + source.path + " leads through a symbolic link to another file than " + dest +
                          " is in the sandbox");
 }
 
@@ -253,14 +234,10 @@ std::string fd_path(int fd)
     return "/proc/self/fd/" + std::to_string(fd);
 }
 
-void write_bytes(int to, const char* buf, size_t n, const Data& d)
+void write_bytes(int to, std::string_view bytes, const Data& d)
 {
-    for (size_t done = 0; done < n;) {
-        ssize_t w = ::write(to, buf + done, n - done);
-        if (w < 0 && errno != EINTR)
-            throw SysError(errno, "Can't write data to file " + d.dest);
-        done += w > 0 ? static_cast<size_t>(w) : 0;
-    }
+    if (!sys::write_all(to, bytes))
+        throw SysError(errno, "Can't write data to file " + d.dest);
 }
 
 // Copies everything the caller's fd gives (a file, pipe or socket) into `to`, or cocoon's own
@@ -268,26 +245,22 @@ void write_bytes(int to, const char* buf, size_t n, const Data& d)
 void copy_data(const Fds& fds, int to, const Data& d)
 {
     if (d.bytes) {
-        write_bytes(to, d.bytes->data(), d.bytes->size(), d);
+        write_bytes(to, *d.bytes, d);
         return;
     }
-    const int from = fds.at(d.fd).get();
-    char buf[65536];
-    for (;;) {
-        ssize_t n = ::read(from, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
+    constexpr size_t kChunk = 65536;
+    std::string chunk;
+    do {
+        // A chunk short of kChunk is the last: the fd reached EOF.
+        if (!sys::read_up_to(fds.at(d.fd).get(), kChunk, chunk))
             throw SysError(errno, "Can't read " + source_name(d) + " for " + d.dest);
-        if (n == 0)
-            return;
-        write_bytes(to, buf, static_cast<size_t>(n), d);
-    }
+        write_bytes(to, chunk, d);
+    } while (chunk.size() == kChunk);
 }
 
 struct Applier {
     int root;
-    std::optional<Source>* source;  // the pre-opened source of the current op (a bind's; --proc's host /proc)
+    std::optional<HostPath>* source;  // the pre-opened source of the current op (a bind's; --proc's host /proc)
     std::vector<HostPath>* layers;  // an overlay op's pre-opened directories
     int data_dir;  // the hidden tmpfs for --bind-data files, or -1
     int upper_dir;  // a --tmp-overlay op's hidden tmpfs for its upper layer, or -1
@@ -299,15 +272,15 @@ struct Applier {
     {
         if (!source->has_value())
             return;
-        const Source& src = **source;
+        const HostPath& src = **source;
         struct stat st;
-        check(::fstat(src.tree.get(), &st), "stat(" + b.source + ")");
-        const std::string what = "Can't bind mount " + (b.fd >= 0 ? fd_name(*fd_use(b)) : b.source) + " on " + b.dest;
+        check(::fstat(src.fd.get(), &st), "stat(" + b.source + ")");
+        const std::string what = "Can't bind mount " + (b.fd >= 0 ? fd_use(b)->name() : b.source) + " on " + b.dest;
         if (src.via_symlink)
             refuse_link_to_missing(root, b.source, b.dest, what);
         Target target = mount_point(root, b.dest, S_ISDIR(st.st_mode), what);
-        refuse_redirected(b.source, src.tree.get(), src.via_symlink, b.dest, target, what);
-        attach(src.tree.get(), target.fd.get(), what);
+        refuse_redirected(src, b.dest, target, what);
+        attach(src.fd.get(), target.fd.get(), what);
     }
     void operator()(const Tmpfs& t) const
     {
@@ -336,11 +309,8 @@ struct Applier {
             ensure_dir(root, split_parent(d.dest).first, d.parent_mode, d.parent_mode);
             // Like bwrap: an existing file is overwritten and keeps its mode.
             // O_NONBLOCK: a FIFO at dest fails instead of hanging the setup.
-            UniqueFd file;
-            int err = sys::try_openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, kInRoot,
-                                       d.mode, file);
-            if (err < 0)
-                throw SysError(-err, "Can't create file " + d.dest);
+            UniqueFd file = sys::openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, kInRoot,
+                                         d.mode, "Can't create file " + d.dest);
             copy_data(*fds, file.get(), d);
             return;
         }
@@ -354,14 +324,12 @@ struct Applier {
         // at dest is the one place the sandbox can reach it, and the host
         // never sees it. It is unlinked once bound, so nothing names it either.
         const std::string name = "data-" + std::to_string(index);
-        UniqueFd file(::openat(data_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, d.mode));
-        if (!file)
-            throw SysError(errno, "Can't create the data file for " + d.dest);
+        UniqueFd file = sys::check_fd(
+            ::openat(data_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, d.mode),
+            "Can't create the data file for " + d.dest);
         copy_data(*fds, file.get(), d);
         const std::string what = "Can't bind mount " + source_name(d) + " on " + d.dest;
-        UniqueFd tree(::open_tree(data_dir, name.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-        if (!tree)
-            throw SysError(errno, what);
+        UniqueFd tree = sys::check_fd(::open_tree(data_dir, name.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), what);
         unsigned long long set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         if (d.kind == DataKind::RoBind)
             set |= MOUNT_ATTR_RDONLY;
@@ -374,10 +342,7 @@ struct Applier {
     void operator()(const Chmod& c) const
     {
         const std::string what = "Can't chmod " + octal(c.mode) + " " + c.dest;
-        UniqueFd target;
-        int err = sys::try_openat2(root, c.dest, O_PATH, kInRoot, 0, target);
-        if (err < 0)
-            throw SysError(-err, what);
+        UniqueFd target = sys::openat2(root, c.dest, O_PATH, kInRoot, 0, what);
         // An O_PATH fd takes no fchmod; its /proc link names the same inode
         // (and /proc is still the host's here, before pivot_root).
         check(::chmod(("/proc/self/fd/" + std::to_string(target.get())).c_str(), c.mode), what);
@@ -389,7 +354,7 @@ struct Applier {
         const bool bind = source->has_value();
         const std::string what = std::string(bind ? "Can't bind mount /proc on " : "Can't mount proc on ") + p.dest;
         Target target = mount_point(root, p.dest, true, what);
-        UniqueFd mnt = bind ? std::move((*source)->tree)
+        UniqueFd mnt = bind ? std::move((*source)->fd)
                             : new_mount("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, p.dest);
         attach(mnt.get(), target.fd.get(), what);
         cover_proc(root, p.dest);
@@ -398,13 +363,8 @@ struct Applier {
     {
         const std::string what = std::string("Can't mount ") + option_of(o.kind) + " on " + o.dest;
         Target target = mount_point(root, o.dest, true, what);
-        std::vector<const std::string*> paths;
-        for (const std::string& src : o.sources)
-            paths.push_back(&src);
-        if (o.kind == OverlayKind::ReadWrite)
-            paths.insert(paths.end(), {&o.upper, &o.work});
-        for (size_t i = 0; i < paths.size(); ++i)
-            refuse_redirected(*paths[i], (*layers)[i].fd.get(), (*layers)[i].via_symlink, o.dest, target, what);
+        for (const HostPath& layer : *layers)  // the pre-opened ones (open_layers)
+            refuse_redirected(layer, o.dest, target, what);
         // lowerdir lists the topmost layer first; the last --overlay-src given is the top.
         std::string lower;
         for (size_t i = o.sources.size(); i-- > 0;) {
@@ -421,16 +381,13 @@ struct Applier {
             // Security: the upper layer lives in a hidden tmpfs of the op's
             // own, which goes with the old root: the overlay at dest is the
             // only way to it.
-            const std::string upper = "upper", work = "work";
-            for (const std::string& name : {upper, work})
-                if (::mkdirat(upper_dir, name.c_str(), 0755) < 0)
+            for (auto [name, param] : {std::pair{"upper", "upperdir"}, {"work", "workdir"}}) {
+                if (::mkdirat(upper_dir, name, 0755) < 0)
                     throw SysError(errno, what);
-            for (const std::string& name : {upper, work}) {
-                UniqueFd dir(::openat(upper_dir, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-                if (!dir)
-                    throw SysError(errno, what);
-                params.emplace_back(name == upper ? "upperdir" : "workdir", fd_path(dir.get()));
-                layers->push_back({std::move(dir)});  // open until the overlay is made
+                UniqueFd dir =
+                    sys::check_fd(::openat(upper_dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), what);
+                params.emplace_back(param, fd_path(dir.get()));
+                layers->push_back({std::move(dir), false, {}});  // open until the overlay is made
             }
         }
         // Security: nosuid and nodev, as for binds; --ro-overlay has no upper
@@ -494,7 +451,7 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
     const mode_t caller_umask = ::umask(0);
 
     // Open every host source first, while the host tree is still in view.
-    std::vector<std::optional<Source>> sources(plan.ops.size());
+    std::vector<std::optional<HostPath>> sources(plan.ops.size());
     std::vector<std::vector<HostPath>> layers(plan.ops.size());
     for (size_t i = 0; i < plan.ops.size(); ++i)
         if (auto* bind = std::get_if<Bind>(&plan.ops[i]))
@@ -509,8 +466,6 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
 
     std::vector<MadeTmpfs> made;
     const HiddenDirs hidden = make_hidden_dirs(plan, made);
-    const int data_dir = hidden.data;
-    const std::vector<int>& upper_dirs = hidden.uppers;
 
     UniqueFd own_root = new_mount("tmpfs", {{"mode", "0755"}}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/");
     check(::move_mount(own_root.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
@@ -520,13 +475,12 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
     int root = own_root.get();
 
     for (size_t i = 0; i < plan.ops.size(); ++i) {
-        std::visit(Applier{root, &sources[i], &layers[i], data_dir, upper_dirs[i], &fds, i, &made}, plan.ops[i]);
+        std::visit(Applier{root, &sources[i], &layers[i], hidden.data, hidden.uppers[i], &fds, i, &made}, plan.ops[i]);
         // A mount onto "/" stacks over the root we hold; walks that start at
         // an fd do not climb onto mounts stacked on it, so take the new top.
         if (dest_of(plan.ops[i]) == "/") {
-            stacked.reset(::open(kStaging, O_PATH | O_DIRECTORY | O_CLOEXEC));
-            if (!stacked)
-                throw SysError(errno, std::string("open(") + kStaging + ")");
+            stacked = sys::check_fd(::open(kStaging, O_PATH | O_DIRECTORY | O_CLOEXEC),
+                                    std::string("open(") + kStaging + ")");
             root = stacked.get();
         }
     }
@@ -556,10 +510,8 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
         if (number <= 2)
             ::close(number);
     fds.clear();
-    std::vector<UniqueFd> out;
-    out.reserve(made.size());
-    for (MadeTmpfs& t : made)
-        out.push_back(std::move(t.mnt));
+    std::vector<UniqueFd> out(made.size());
+    std::ranges::transform(made, out.begin(), [](MadeTmpfs& t) { return std::move(t.mnt); });
     return out;
 }
 

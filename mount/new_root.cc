@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
-#include <optional>
+#include <cstdio>
 #include <vector>
 
 #include "base/sys.h"
@@ -23,8 +22,7 @@ namespace cocoon::mount {
 std::pair<std::string, std::string> split_parent(const std::string& path)
 {
     size_t slash = path.rfind('/');
-    std::string parent = slash == 0 ? "/" : path.substr(0, slash);
-    return {parent, path.substr(slash + 1)};
+    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
 Place place_of(int fd, const std::string& what)
@@ -47,9 +45,7 @@ void refuse_covering(int root, const std::string& dest, int target, const std::s
                              (here == top ? "the sandbox's root" : "a directory that contains it"));
         if (here == top)
             return;
-        UniqueFd up(::openat(dir.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (!up)
-            throw SysError(errno, what);
+        UniqueFd up = sys::check_fd(::openat(dir.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC), what);
         if (place_of(up.get(), what) == here)
             return;  // a filesystem's root with nothing above: outside the new root
         dir = std::move(up);
@@ -107,9 +103,9 @@ Target mount_point(int root, const std::string& dest, bool is_dir, const std::st
     Target dir = ensure_dir(root, parent, parent_mode, parent_mode);
     // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
     // link planted in the sandbox points.
-    t.fd.reset(::openat(dir.fd.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
-    if (!t.fd)
-        throw SysError(errno, "Can't create file at " + dest);
+    t.fd =
+        sys::check_fd(::openat(dir.fd.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444),
+                      "Can't create file at " + dest);
     return t;
 }
 
@@ -129,19 +125,14 @@ UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, 
                    const std::string& dest)
 {
     std::string what = std::string("Can't mount ") + fstype + " on " + dest;
-    UniqueFd fs(::fsopen(fstype, FSOPEN_CLOEXEC));
-    if (!fs)
-        throw SysError(errno, what);
+    UniqueFd fs = sys::check_fd(::fsopen(fstype, FSOPEN_CLOEXEC), what);
     check(::fsconfig(fs.get(), FSCONFIG_SET_STRING, "source", fstype, 0), what);
     for (auto& [key, value] : params)
         if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) < 0)
             fs_failed(fs.get(), errno, what);
     if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) < 0)
         fs_failed(fs.get(), errno, what);
-    UniqueFd mnt(::fsmount(fs.get(), FSMOUNT_CLOEXEC, attrs));
-    if (!mnt)
-        throw SysError(errno, what);
-    return mnt;
+    return sys::check_fd(::fsmount(fs.get(), FSMOUNT_CLOEXEC, attrs), what);
 }
 
 void attach(int mnt, int target, const std::string& what)
@@ -171,9 +162,7 @@ void fit_tmpfs(int mnt, const std::string& name)
     check(::fstatfs(mnt, &st), what);
     const unsigned long long bytes = (st.f_blocks - st.f_bfree) * static_cast<unsigned long long>(st.f_bsize);
     const unsigned long long inodes = st.f_files - st.f_ffree;
-    UniqueFd fs(::fspick(mnt, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC));
-    if (!fs)
-        throw SysError(errno, what);
+    UniqueFd fs = sys::check_fd(::fspick(mnt, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC), what);
     const std::string size = std::to_string(bytes + kFitHeadroomBytes);
     const std::string nr_inodes = std::to_string(inodes + kFitHeadroomInodes);
     if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, "size", size.c_str(), 0) < 0 ||
@@ -199,9 +188,7 @@ void cover_proc(int root, const std::string& dest)
         std::string what = "Can't hide " + path;
         // The host's /dev/null (the root is still the host's), read-only: a
         // read finds nothing, a write or a chmod meets EROFS.
-        UniqueFd null(::open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-        if (!null)
-            throw SysError(errno, what);
+        UniqueFd null = sys::check_fd(::open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), what);
         set_attrs(null.get(), 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, what);
         attach(null.get(), target.get(), what);
     }
@@ -211,10 +198,8 @@ void cover_proc(int root, const std::string& dest)
         if (sys::try_openat2(root, path, O_PATH, kInRoot, 0, target) == -ENOENT)
             continue;
         std::string what = "Can't remount " + path + " read-only";
-        UniqueFd tree(
-            ::open_tree(target.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH));
-        if (!tree)
-            throw SysError(errno, what);
+        UniqueFd tree = sys::check_fd(
+            ::open_tree(target.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH), what);
         set_attrs(tree.get(), AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
         attach(tree.get(), target.get(), what);
     }

@@ -4,6 +4,7 @@
 #include <map>
 #include <type_traits>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 
 namespace cocoon::mount {
@@ -58,42 +59,13 @@ std::optional<FdUse> fd_use(const Data& data)
     return FdUse{data.fd, option_of(data.kind)};
 }
 
-namespace {
-
-template <class AnyOp> std::optional<FdUse> fd_use_of(const AnyOp& op)
-{
-    if (auto* d = std::get_if<Data>(&op))
-        return fd_use(*d);
-    if (auto* b = std::get_if<Bind>(&op))
-        return fd_use(*b);
-    return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<FdUse> fd_use(const Op& op)
-{
-    return fd_use_of(op);
-}
-
-std::optional<FdUse> fd_use(const InputOp& op)
-{
-    return fd_use_of(op);
-}
-
 std::string normalize_dest(const std::string& path)
 {
     if (path.empty())
         throw UsageError("Empty destination path");
     std::string out;
-    size_t i = 0;
-    while (i < path.size()) {
-        size_t end = path.find('/', i);
-        if (end == std::string::npos)
-            end = path.size();
-        std::string_view part(path.data() + i, end - i);
-        i = end + 1;
-        if (part.empty() || part == ".")
+    for (std::string_view part : sys::split_path(path)) {
+        if (part == ".")
             continue;
         // Security: ".." in a destination would let "--bind x /a/../etc" land
         // somewhere the caller did not spell out; refuse it outright.
@@ -148,8 +120,7 @@ Plan make_plan(const std::vector<InputOp>& ops, const std::optional<std::string>
     std::map<int, const char*> fds;
     for (const InputOp& op : ops)
         if (auto use = fd_use(op); use && !fds.emplace(use->fd, use->option).second)
-            throw UsageError(std::string(use->option) + " " + std::to_string(use->fd) + ": fd " +
-                             std::to_string(use->fd) + " is already used by " + fds[use->fd]);
+            throw UsageError(use->name() + ": fd " + std::to_string(use->fd) + " is already used by " + fds[use->fd]);
     for (InputOp op : ops) {
         // bwrap's counts: an overlay needs a lower layer, and a read-only one
         // of a single layer would only be an --ro-bind.

@@ -173,11 +173,19 @@ template <class AnyOp> const std::string& dest_of(const AnyOp& op)
 struct FdUse {
     int fd;
     const char* option;  // "--file", "--bind-data", "--ro-bind-data", "--bind-fd", "--ro-bind-fd"
+    std::string name() const { return std::string(option) + " " + std::to_string(fd); }  // "--file 5"
 };
 std::optional<FdUse> fd_use(const Bind& bind);
 std::optional<FdUse> fd_use(const Data& data);  // nullopt for cocoon's own bytes
-std::optional<FdUse> fd_use(const Op& op);
-std::optional<FdUse> fd_use(const InputOp& op);
+// Of any op (Op, InputOp): a Bind's or a Data's, else nullopt.
+template <class AnyOp> std::optional<FdUse> fd_use(const AnyOp& op)
+{
+    if (auto* d = std::get_if<Data>(&op))
+        return fd_use(*d);
+    if (auto* b = std::get_if<Bind>(&op))
+        return fd_use(*b);
+    return std::nullopt;
+}
 
 // Absolute, without "." or repeated slashes; a destination without a leading
 // slash is taken from the sandbox's root, as bwrap does. Throws UsageError for

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <string>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 
 namespace cocoon::net {
@@ -18,9 +19,7 @@ constexpr int kBacklog = 4096;
 
 UniqueFd listen_on(int family, const sockaddr* addr, socklen_t len, const std::string& what)
 {
-    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd)
-        throw SysError(errno, what);
+    UniqueFd fd = sys::check_fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), what);
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (family == AF_INET6)
@@ -72,9 +71,7 @@ std::vector<UniqueFd> listen_transparent(const std::vector<uint16_t>& ports)
 UniqueFd dns_socket()
 {
     const std::string what = "--egress: can't make the resolver's socket on 127.0.0.1:53";
-    UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd)
-        throw SysError(errno, what);
+    UniqueFd fd = sys::check_fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), what);
     const sockaddr_in v4 = ipv4(INADDR_LOOPBACK, 53);
     check(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&v4), sizeof v4), what);
     return fd;

@@ -3,18 +3,18 @@
 // process, before privileges drop.
 #include "net/loopback.h"
 
-#include <arpa/inet.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
 
@@ -34,84 +34,15 @@ using NlAddr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
 // libnl returns negative NLE_* codes; map the ones that matter back to errno.
 [[noreturn]] void throw_nl(int err, const std::string& what)
 {
-    int e = EIO;
-    switch (-err) {
-    case NLE_PERM:
-        e = EPERM;
-        break;
-    case NLE_NOACCESS:
-        e = EACCES;
-        break;
-    case NLE_OBJ_NOTFOUND:
-        e = ENODEV;
-        break;
-    case NLE_NOMEM:
-        e = ENOMEM;
-        break;
-    default:
-        break;
-    }
-    throw SysError(e, what + " (" + nl_geterror(err) + ")");
+    const std::map<int, int> to_errno{
+        {NLE_PERM, EPERM}, {NLE_NOACCESS, EACCES}, {NLE_OBJ_NOTFOUND, ENODEV}, {NLE_NOMEM, ENOMEM}};
+    const auto known = to_errno.find(-err);
+    throw SysError(known == to_errno.end() ? EIO : known->second, what + " (" + nl_geterror(err) + ")");
 }
-
-}  // namespace
-
-void loopback_up_netlink()
-{
-    Sock sock(nl_socket_alloc());
-    if (!sock)
-        throw SysError(ENOMEM, "nl_socket_alloc");
-    int err = nl_connect(sock.get(), NETLINK_ROUTE);
-    if (err < 0)
-        throw_nl(err, "Can't connect to rtnetlink");
-    // In a new network namespace lo always exists with ifindex 1
-    // (LOOPBACK_IFINDEX), so no RTM_GETLINK round trip is needed.
-    Link lo(rtnl_link_alloc());
-    Link change(rtnl_link_alloc());
-    if (!lo || !change)
-        throw SysError(ENOMEM, "rtnl_link_alloc");
-    rtnl_link_set_ifindex(lo.get(), kLoopbackIndex);
-    rtnl_link_set_flags(change.get(), IFF_UP);
-    err = rtnl_link_change(sock.get(), lo.get(), change.get(), 0);
-    if (err < 0)
-        throw_nl(err, "Can't bring lo up");
-    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1/128 itself
-    // (inetdev and addrconf handle NETDEV_UP for the loopback device), at
-    // once and usable; adding them by hand would cost two more round trips.
-}
-
-void add_loopback_address(const std::string& cidr)
-{
-    const std::string what = "Can't add " + cidr + " to lo";
-    Sock sock(nl_socket_alloc());
-    if (!sock)
-        throw SysError(ENOMEM, "nl_socket_alloc");
-    int err = nl_connect(sock.get(), NETLINK_ROUTE);
-    if (err < 0)
-        throw_nl(err, what + ": can't connect to rtnetlink");
-    nl_addr* parsed = nullptr;
-    err = nl_addr_parse(cidr.c_str(), AF_INET, &parsed);
-    if (err < 0)
-        throw_nl(err, what);
-    NlAddr local(parsed);
-    Addr address(rtnl_addr_alloc());
-    if (!address)
-        throw SysError(ENOMEM, "rtnl_addr_alloc");
-    rtnl_addr_set_ifindex(address.get(), kLoopbackIndex);
-    rtnl_addr_set_scope(address.get(), RT_SCOPE_HOST);
-    if ((err = rtnl_addr_set_local(address.get(), local.get())) < 0 ||
-        (err = rtnl_addr_add(sock.get(), address.get(), 0)) < 0)
-        throw_nl(err, what);
-}
-
-namespace {
 
 UniqueFd inet_socket()
 {
-    UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (!sock)
-        throw SysError(errno, "socket(AF_INET)");
-    return sock;
+    return sys::check_fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "socket(AF_INET)");
 }
 
 // Sets IFF_UP on lo and returns its flags as the kernel reports them afterwards.
@@ -127,7 +58,56 @@ short set_up_by_ioctl(int sock)
     return req.ifr_flags;
 }
 
+// An rtnetlink socket, connected; `what` names a failure to connect.
+Sock route_socket(const std::string& what)
+{
+    Sock sock(nl_socket_alloc());
+    if (!sock)
+        throw SysError(ENOMEM, "nl_socket_alloc");
+    if (int err = nl_connect(sock.get(), NETLINK_ROUTE); err < 0)
+        throw_nl(err, what);
+    return sock;
+}
+
 }  // namespace
+
+void loopback_up_netlink()
+{
+    Sock sock = route_socket("Can't connect to rtnetlink");
+    // In a new network namespace lo always exists with ifindex 1
+    // (LOOPBACK_IFINDEX), so no RTM_GETLINK round trip is needed.
+    Link lo(rtnl_link_alloc());
+    Link change(rtnl_link_alloc());
+    if (!lo || !change)
+        throw SysError(ENOMEM, "rtnl_link_alloc");
+    rtnl_link_set_ifindex(lo.get(), kLoopbackIndex);
+    rtnl_link_set_flags(change.get(), IFF_UP);
+    int err = rtnl_link_change(sock.get(), lo.get(), change.get(), 0);
+    if (err < 0)
+        throw_nl(err, "Can't bring lo up");
+    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1/128 itself
+    // (inetdev and addrconf handle NETDEV_UP for the loopback device), at
+    // once and usable; adding them by hand would cost two more round trips.
+}
+
+void add_loopback_address(const std::string& cidr)
+{
+    const std::string what = "Can't add " + cidr + " to lo";
+    Sock sock = route_socket(what + ": can't connect to rtnetlink");
+    nl_addr* parsed = nullptr;
+    int err = nl_addr_parse(cidr.c_str(), AF_INET, &parsed);
+    if (err < 0)
+        throw_nl(err, what);
+    NlAddr local(parsed);
+    Addr address(rtnl_addr_alloc());
+    if (!address)
+        throw SysError(ENOMEM, "rtnl_addr_alloc");
+    rtnl_addr_set_ifindex(address.get(), kLoopbackIndex);
+    rtnl_addr_set_scope(address.get(), RT_SCOPE_HOST);
+    if ((err = rtnl_addr_set_local(address.get(), local.get())) < 0 ||
+        (err = rtnl_addr_add(sock.get(), address.get(), 0)) < 0)
+        throw_nl(err, what);
+}
 
 void loopback_up_ioctl()
 {

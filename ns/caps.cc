@@ -7,6 +7,7 @@
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 
@@ -16,9 +17,8 @@ namespace cocoon::ns {
 
 int parse_cap(const std::string& name)
 {
-    std::string lower;
-    for (char c : name)
-        lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string lower = name;
+    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (lower.rfind("cap_", 0) != 0)
         lower = "cap_" + lower;
     cap_value_t cap;
@@ -55,7 +55,6 @@ void drop_bounding(CapSet keep, CapSet bounding)
 void apply_caps(CapSet keep, bool ambient, CapSet bounding)
 {
     const int last = static_cast<int>(cap_max_bits()) - 1;
-    auto wanted = [&](int cap) { return (keep >> cap) & 1; };
     drop_bounding(keep, bounding);
 
     // The kernel's bits past the last capability it knows must stay clear.
@@ -76,7 +75,7 @@ void apply_caps(CapSet keep, bool ambient, CapSet bounding)
     check(::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "Can't clear ambient capabilities");
     if (ambient)
         for (int cap = 0; cap <= last; ++cap)
-            if (wanted(cap))
+            if ((keep >> cap) & 1)
                 check(::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0), "Can't raise ambient capability");
 }
 

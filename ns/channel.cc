@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "base/sys_error.h"
 
@@ -26,8 +27,16 @@ constexpr char kTmpfs = 'T';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
 static_assert(kMaxTmpfsReported <= kMaxFds, "TmpfsMsg is one message");
 
+// A T from the first sizeof(T) bytes (the caller checked that there are as many).
+template <class T> T read_as(std::string_view bytes)
+{
+    T value;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    return value;
+}
+
 // body: bytes after the type byte (only with a single message's worth of fds).
-void send_fds(int sock, char type, const std::vector<int>& fds, const std::string& body = "")
+void send_fds(int sock, char type, std::span<const UniqueFd> fds, const std::string& body = "")
 {
     const std::string data = type + body;
     for (size_t first = 0; first < fds.size(); first += kMaxFds) {
@@ -45,8 +54,45 @@ void send_fds(int sock, char type, const std::vector<int>& fds, const std::strin
         cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n);
         int* out = reinterpret_cast<int*>(CMSG_DATA(cmsg));
         for (size_t i = 0; i < n; ++i)
-            out[i] = fds[first + i];
+            out[i] = fds[first + i].get();
         check(::sendmsg(sock, &msg, MSG_NOSIGNAL), "sendmsg(fds)");
+    }
+}
+
+// recvmsg of one datagram; nullopt at EOF, or when nothing is queued and
+// flags has MSG_DONTWAIT.
+std::optional<Message> receive(int sock, int flags)
+{
+    // One byte more than a sender writes, so an oversized datagram shows as
+    // MSG_TRUNC even where the kernel would not report it.
+    char buf[kMaxDatagram + 1];
+    for (;;) {
+        iovec iov{buf, sizeof buf};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && (flags & MSG_DONTWAIT))
+            return std::nullopt;
+        if (n < 0)
+            throw SysError(errno, "Reading the setup channel");
+        if (n == 0)
+            return std::nullopt;
+        std::vector<UniqueFd> fds;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                const int* in = reinterpret_cast<const int*>(CMSG_DATA(c));
+                for (size_t i = 0; i < count; ++i)
+                    fds.emplace_back(in[i]);
+            }
+        const bool truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxDatagram;
+        return decode_message(std::string_view(buf, static_cast<size_t>(n)), std::move(fds), truncated);
     }
 }
 
@@ -79,25 +125,19 @@ void send_message(int sock, const Message& msg)
 {
     std::string data;
     if (auto* listeners = std::get_if<ListenersMsg>(&msg)) {
-        std::vector<int> fds;
-        for (const UniqueFd& fd : listeners->fds)
-            fds.push_back(fd.get());
-        send_fds(sock, kListeners, fds);
+        send_fds(sock, kListeners, listeners->fds);
         return;
     }
     if (auto* pidfd = std::get_if<PidfdMsg>(&msg)) {
-        send_fds(sock, pidfd->first_process ? kFirstProcess : kOtherProcess, {pidfd->fd.get()});
+        send_fds(sock, pidfd->first_process ? kFirstProcess : kOtherProcess, {&pidfd->fd, 1});
         return;
     }
     if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
-        std::vector<int> fds;
-        for (size_t i = 0; i < tmpfs->fds.size() && i < kMaxTmpfsReported; ++i)
-            fds.push_back(tmpfs->fds[i].get());
-        send_fds(sock, kTmpfs, fds);
+        send_fds(sock, kTmpfs, std::span(tmpfs->fds).first(std::min(tmpfs->fds.size(), kMaxTmpfsReported)));
         return;
     }
     if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
-        send_fds(sock, kLoginDir, {dir->fd.get()},
+        send_fds(sock, kLoginDir, {&dir->fd, 1},
                  std::string(reinterpret_cast<const char*>(&dir->index), sizeof dir->index));
         return;
     }
@@ -149,31 +189,20 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
             return PidfdMsg{type == kFirstProcess, std::move(fds[0])};
         break;
     case kLoginDir:
-        if (body.size() == sizeof(uint32_t) && fds.size() == 1) {
-            LoginDirMsg dir;
-            std::memcpy(&dir.index, body.data(), sizeof dir.index);
-            dir.fd = std::move(fds[0]);
-            return dir;
-        }
+        if (body.size() == sizeof(uint32_t) && fds.size() == 1)
+            return LoginDirMsg{read_as<uint32_t>(body), std::move(fds[0])};
         break;
     case kStatus:
-        if (body.size() == sizeof(int)) {
-            int status;
-            std::memcpy(&status, body.data(), sizeof status);
-            return StatusMsg{status};
-        }
+        if (body.size() == sizeof(int))
+            return StatusMsg{read_as<int>(body)};
         break;
     case kNamespaces:
-        if (body.size() == sizeof(NamespacesMsg::inodes)) {
-            NamespacesMsg ns;
-            std::memcpy(ns.inodes.data(), body.data(), sizeof ns.inodes);
-            return ns;
-        }
+        if (body.size() == sizeof(NamespacesMsg::inodes))
+            return NamespacesMsg{read_as<decltype(NamespacesMsg::inodes)>(body)};
         break;
     case kError:
         if (body.size() >= sizeof(int32_t) + 1) {
-            int32_t code;
-            std::memcpy(&code, body.data(), sizeof code);
+            const auto code = read_as<int32_t>(body);
             const size_t step_size = static_cast<unsigned char>(body[sizeof code]);
             const std::string_view rest = body.substr(sizeof code + 1);
             if (code >= 0 && step_size <= rest.size())
@@ -186,47 +215,6 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
     throw ProtocolError("a malformed setup message of type '" + std::string(1, type) + "' (" +
                         std::to_string(data.size()) + " bytes, " + std::to_string(fds.size()) + " fds)");
 }
-
-namespace {
-
-// recvmsg of one datagram; nullopt at EOF, or when nothing is queued and
-// flags has MSG_DONTWAIT.
-std::optional<Message> receive(int sock, int flags)
-{
-    // One byte more than a sender writes, so an oversized datagram shows as
-    // MSG_TRUNC even where the kernel would not report it.
-    char buf[kMaxDatagram + 1];
-    for (;;) {
-        iovec iov{buf, sizeof buf};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && (flags & MSG_DONTWAIT))
-            return std::nullopt;
-        if (n < 0)
-            throw SysError(errno, "Reading the setup channel");
-        if (n == 0)
-            return std::nullopt;
-        std::vector<UniqueFd> fds;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                const int* in = reinterpret_cast<const int*>(CMSG_DATA(c));
-                for (size_t i = 0; i < count; ++i)
-                    fds.emplace_back(in[i]);
-            }
-        const bool truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxDatagram;
-        return decode_message(std::string_view(buf, static_cast<size_t>(n)), std::move(fds), truncated);
-    }
-}
-
-}  // namespace
 
 std::optional<Message> receive_message(int sock)
 {

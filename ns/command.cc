@@ -4,56 +4,29 @@
 #include "ns/command.h"
 
 #include <fcntl.h>
-#include <linux/seccomp.h>
-#include <poll.h>
-#include <sched.h>
 #include <linux/keyctl.h>
+#include <sched.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
-#include <functional>
-#include <optional>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
-#include "mount/apply.h"
-#include "net/listener.h"
-#include "net/loopback.h"
 #include "ns/channel.h"
 #include "ns/env.h"
-#include "ns/host_user.h"
-#include "ns/join.h"
-#include "ns/monitor/monitor.h"
-#include "ns/monitor/terminal.h"
-#include "ns/uid_map.h"
+#include "ns/monitor/cgroup.h"
 #include "ns/seccomp_policy.h"
 #include "ns/userns_limit.h"
-#include "reaper/reaper.h"
-#include "reaper/status.h"
 
 extern char** environ;
 
 namespace cocoon::ns {
 namespace {
-
-// Puts the command in its own process group (--forward-signals signals that
-// group), and hands it the terminal when cocoon had it.
-void own_process_group(const LaunchContext& ctx)
-{
-    check(::setpgid(0, 0), "setpgid");
-    if (ctx.terminal_foreground)
-        take_terminal();
-}
 
 // bwrap's rule: --chdir, else the caller's cwd if it exists in the sandbox,
 // else the command's $HOME, else "/". Sets PWD to match.
@@ -74,15 +47,11 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
 }
 
 // --seccomp, --add-seccomp-fd: the caller's filters, in command-line order (the
-// kernel runs the last one first). prctl, as bwrap does, so a filter that lets
-// the next one load need only allow prctl(PR_SET_SECCOMP).
+// kernel runs the last one first).
 void load_seccomp(const LaunchPlan& plan)
 {
-    for (const std::vector<sock_filter>& program : plan.seccomp) {
-        sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
-        check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0),
-              "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP)");
-    }
+    for (const std::vector<sock_filter>& program : plan.seccomp)
+        load_seccomp_program(program, "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP)");
 }
 
 }  // namespace
@@ -136,12 +105,17 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
 [[noreturn]] void exec_command(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
                                CallerFd keep, CapSet bounding)
 {
-    if (plan.process.new_session)
+    if (plan.process.new_session) {
         // Security: a new session has no controlling terminal, so the command
         // cannot push input into the caller's terminal with TIOCSTI.
         check(::setsid(), "setsid");
-    else if (plan.process.forward_signals)
-        own_process_group(ctx);
+    } else if (plan.process.forward_signals) {
+        // Its own process group (--forward-signals signals that group), with
+        // the terminal when cocoon had it.
+        check(::setpgid(0, 0), "setpgid");
+        if (ctx.terminal_foreground)
+            take_terminal();
+    }
 
     // --uid/--gid with --userns: ids that the joined namespace maps.
     if (plan.switch_gid)
@@ -209,9 +183,7 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
     try {
         move_into_command_cgroup(ctx.command_cgroup_procs, (plan.clone_flags & CLONE_NEWCGROUP) != 0);
         if (ctx.send_command_pidfd) {
-            UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
-            if (!self)
-                throw SysError(errno, "pidfd_open");
+            UniqueFd self = sys::check_fd(::syscall(SYS_pidfd_open, ::getpid(), 0), "pidfd_open");
             send_message(sock, PidfdMsg{false, std::move(self)});
         }
         exec_command(plan, ctx, image, proc_dir, CallerFd(), bounding);

@@ -5,15 +5,12 @@
 #include "ns/command.h"
 
 #include <fcntl.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
-#include <linux/keyctl.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +19,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
-#include <optional>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
@@ -31,18 +27,12 @@
 #include "net/listener.h"
 #include "net/loopback.h"
 #include "ns/channel.h"
-#include "ns/env.h"
 #include "ns/host_user.h"
 #include "ns/join.h"
-#include "ns/monitor/monitor.h"
-#include "ns/monitor/terminal.h"
 #include "ns/uid_map.h"
-#include "ns/seccomp_policy.h"
 #include "ns/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
-
-extern char** environ;
 
 namespace cocoon::ns {
 namespace {
@@ -60,49 +50,6 @@ void wait_for_fd(CallerFd fd)
             throw SysError(errno, fd.name);
     char byte;
     while (::read(fd.get(), &byte, 1) < 0 && errno == EINTR) {}
-}
-
-// --lock-file: a shared POSIX lock on each file, held as long as this process
-// keeps the returned fds (bwrap's lock, so a caller can test it with F_GETLK
-// or wait for the sandbox with F_SETLKW). Paths are in the new root.
-std::vector<UniqueFd> take_locks(const LaunchPlan& plan)
-{
-    std::vector<UniqueFd> held;
-    for (const std::string& dest : plan.process.lock_files) {
-        std::string path = dest.empty() || dest[0] != '/' ? "/" + dest : dest;
-        UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!fd)
-            throw SysError(errno, "Unable to open lock file " + dest);
-        struct flock lock {};
-        lock.l_type = F_RDLCK;
-        lock.l_whence = SEEK_SET;
-        if (::fcntl(fd.get(), F_SETLK, &lock) < 0)
-            throw SysError(errno, "Unable to lock file " + dest);
-        held.push_back(std::move(fd));
-    }
-    return held;
-}
-
-NamespacesMsg own_namespaces(const LaunchPlan& plan)
-{
-    NamespacesMsg msg;
-    for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
-        struct stat st;
-        std::string path = std::string("/proc/self/ns/") + kReportedNamespaces[i].name;
-        if ((plan.clone_flags & kReportedNamespaces[i].clone_flag) && ::stat(path.c_str(), &st) == 0)
-            msg.inodes[i] = st.st_ino;
-    }
-    return msg;
-}
-
-// Dies with the monitor; and if the monitor is gone already (it died between
-// clone and here), goes now: its end of the channel is closed then.
-void die_with_monitor(int sock)
-{
-    set_parent_death_signal();
-    pollfd pfd{sock, POLLIN, 0};
-    if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP))
-        ::_exit(1);
 }
 
 // One byte from the monitor: it wrote the id maps (--host-user, launch()),
@@ -129,14 +76,6 @@ bool command_shares_memory(const LaunchPlan& plan)
 CapSet bounding_after_fork(const LaunchPlan& plan)
 {
     return command_shares_memory(plan) ? plan.caps : kAllCaps;
-}
-
-// PID 1's last act before it reaps, in this image or a fresh one: it tells
-// the command (held at the start of PID 2) that it may go on.
-void release_command(int go)
-{
-    if (go >= 0 && ::write(go, "1", 1) != 1)
-        ::_exit(1);  // PID 2 then sees EOF and gives up too
 }
 
 // Reaps until the command exits; reports its status to the monitor, exits.
@@ -231,8 +170,16 @@ struct Setup {
 // /proc/self/ns is still ours to read.
 void report_namespaces(Setup& s)
 {
-    if (s.report)
-        send_message(s.sock, own_namespaces(s.plan));
+    if (!s.report)
+        return;
+    NamespacesMsg msg;
+    for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
+        struct stat st;
+        std::string path = std::string("/proc/self/ns/") + kReportedNamespaces[i].name;
+        if ((s.plan.clone_flags & kReportedNamespaces[i].clone_flag) && ::stat(path.c_str(), &st) == 0)
+            msg.inodes[i] = st.st_ino;
+    }
+    send_message(s.sock, msg);
 }
 
 // 2. User namespace: map the caller's ids, or with --userns-block-fd wait for
@@ -255,11 +202,17 @@ void limit_nested_user_namespaces(Setup& s)
         s.proc_dir = limit_user_namespaces();
 }
 
-// 4. Die with the monitor (--die-with-parent, --forward-signals).
+// 4. Die with the monitor (--die-with-parent, --forward-signals); and if the
+// monitor is gone already (it died between clone and here), go now: its end of
+// the channel is closed then.
 void die_with_the_monitor(Setup& s)
 {
-    if (s.plan.process.die_with_parent || s.plan.process.forward_signals)
-        die_with_monitor(s.sock);
+    if (!s.plan.process.die_with_parent && !s.plan.process.forward_signals)
+        return;
+    set_parent_death_signal();
+    pollfd pfd{s.sock, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP))
+        ::_exit(1);
 }
 
 // 5. UTS namespace: hostname.
@@ -334,12 +287,23 @@ void seed_login_files(Setup& s)
         wait_for_monitor(s.sock);
 }
 
-// 9. --lock-file: this process holds the locks until the sandbox ends (the
-// command's copies of the fds close at exec; a POSIX lock belongs to the
-// process that took it).
+// 9. --lock-file: a shared POSIX lock on each file (bwrap's lock, so a caller
+// can test it with F_GETLK or wait for the sandbox with F_SETLKW), held by this
+// process until the sandbox ends (the command's copies of the fds close at
+// exec; a POSIX lock belongs to the process that took it). Paths are in the
+// new root.
 void lock_files(Setup& s)
 {
-    s.locks = take_locks(s.plan);
+    for (const std::string& dest : s.plan.process.lock_files) {
+        std::string path = dest.empty() || dest[0] != '/' ? "/" + dest : dest;
+        UniqueFd fd = sys::check_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC), "Unable to open lock file " + dest);
+        struct flock lock {};
+        lock.l_type = F_RDLCK;
+        lock.l_whence = SEEK_SET;
+        if (::fcntl(fd.get(), F_SETLK, &lock) < 0)
+            throw SysError(errno, "Unable to lock file " + dest);
+        s.locks.push_back(std::move(fd));
+    }
 }
 
 // 10. --userns2: setup is done; PID 1 and the command live in this user
@@ -504,7 +468,7 @@ bool is_pid1_mode(const std::vector<std::string>& args)
 void pid1_main(const std::vector<std::string>& args)
 {
     // First of all: nothing in the sandbox may ptrace this image (the
-    // command is held until release_command, below).
+    // command is held until it gets the go byte, below).
     if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || args.size() != 5 || ::getpid() != 1)
         ::_exit(1);
     ::prctl(PR_SET_NAME, program_invocation_name, 0, 0, 0);
@@ -512,7 +476,10 @@ void pid1_main(const std::vector<std::string>& args)
     const pid_t command = number(args[1]);
     const int sock = number(args[3]), go = number(args[4]);
     ::fcntl(sock, F_SETFD, FD_CLOEXEC);
-    release_command(go);
+    // PID 1's last act before it reaps, as a fresh image: it tells the command
+    // (held at the start of PID 2) that it may go on.
+    if (go >= 0 && ::write(go, "1", 1) != 1)
+        ::_exit(1);  // PID 2 then sees EOF and gives up too
     ::close(go);
     reap(command, args[2] == "1", sock);
 }

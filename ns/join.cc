@@ -21,28 +21,19 @@
 #include "ns/channel.h"
 
 namespace cocoon::ns {
-namespace {
-
-const char* type_name(int nstype)
-{
-    return nstype == CLONE_NEWUSER ? "user" : nstype == CLONE_NEWPID ? "PID" : "other";
-}
-
-std::string named(const std::string& option, int fd)
-{
-    return option + " " + std::to_string(fd);
-}
-
-}  // namespace
 
 void check_namespace_fd(int fd, int nstype, const std::string& option)
 {
+    const std::string name = option + " " + std::to_string(fd);
     if (::fcntl(fd, F_GETFD) < 0)
-        throw SysError(errno, "Invalid " + named(option, fd));
+        throw SysError(errno, "Invalid " + name);
     // NS_GET_NSTYPE fails with ENOTTY for anything that is not an nsfs file.
-    int type = ::ioctl(fd, NS_GET_NSTYPE);
-    if (type != nstype)
-        throw UsageError("Invalid " + named(option, fd) + ": not a " + type_name(nstype) + " namespace");
+    if (::ioctl(fd, NS_GET_NSTYPE) != nstype)
+        throw UsageError("Invalid " + name + ": not a " +
+                         (nstype == CLONE_NEWUSER  ? "user"
+                          : nstype == CLONE_NEWPID ? "PID"
+                                                   : "other") +
+                         " namespace");
 }
 
 void join_namespace(const CallerFd& fd, int nstype)
@@ -63,15 +54,10 @@ void join_namespace(const CallerFd& fd, int nstype)
     throw SysError(err, "Joining " + fd.name + " failed" + hint);
 }
 
-namespace {
-
-// CLONE_PARENT: the first process is the monitor's child, so it dies with
-// the monitor (PDEATHSIG) and is reaped by it. Its pidfd goes to the monitor:
-// a pid read here would be in the joined PID namespace's numbering.
-sys::Cloned clone_first(unsigned long long flags, int cgroup_fd, const SandboxFds& fds)
+sys::Cloned clone_first_process(unsigned long long flags, int cgroup_fd, const SandboxFds& fds)
 {
     try {
-        return sys::clone3(flags | CLONE_PARENT, cgroup_fd);
+        return sys::clone3(flags, cgroup_fd);
     } catch (const SysError& e) {
         // The kernel nests a PID namespace only under one whose owner is our
         // user namespace or an ancestor of it.
@@ -82,8 +68,6 @@ sys::Cloned clone_first(unsigned long long flags, int cgroup_fd, const SandboxFd
                                                                  : std::string()));
     }
 }
-
-}  // namespace
 
 JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds& fds, int error_sock, int cgroup_fd,
                                        const std::function<void()>& in_helper, const std::function<void()>& child)
@@ -119,7 +103,10 @@ JoinedChild clone_in_joined_namespaces(const LaunchPlan& plan, const SandboxFds&
                     }
                 }
             }
-            sys::Cloned first = clone_first(flags, cgroup_fd, fds);
+            // CLONE_PARENT: the first process is the monitor's child, so it dies with
+            // the monitor (PDEATHSIG) and is reaped by it. Its pidfd goes to the monitor:
+            // a pid read here would be in the joined PID namespace's numbering.
+            sys::Cloned first = clone_first_process(flags | CLONE_PARENT, cgroup_fd, fds);
             if (first.pid == 0) {
                 pidfd_write.reset();
                 child();

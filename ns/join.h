@@ -8,8 +8,9 @@
 #include <functional>
 #include <string>
 
+#include "base/sys.h"
 #include "base/unique_fd.h"
-#include "ns/launch.h"
+#include "ns/plan.h"
 
 namespace cocoon::ns {
 
@@ -21,6 +22,11 @@ void check_namespace_fd(int fd, int nstype, const std::string& option);
 // with a hint for the kernel's EINVAL/EPERM (the namespace's place in the
 // tree, its owner).
 void join_namespace(const CallerFd& fd, int nstype);
+
+// clone3 of the sandbox's first process (into cgroup_fd when >= 0). Throws
+// SysError "Creating new namespace failed", with a hint where the kernel
+// refuses a PID namespace inside the one fds.pidns names.
+sys::Cloned clone_first_process(unsigned long long flags, int cgroup_fd, const SandboxFds& fds);
 
 // The sandbox's first process as the monitor sees it.
 struct JoinedChild {

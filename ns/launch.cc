@@ -4,44 +4,26 @@
 #include "ns/launch.h"
 
 #include <fcntl.h>
-#include <linux/seccomp.h>
-#include <poll.h>
-#include <sched.h>
-#include <linux/keyctl.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
-#include "mount/apply.h"
-#include "net/listener.h"
-#include "net/loopback.h"
 #include "ns/channel.h"
-#include "ns/env.h"
 #include "ns/host_user.h"
 #include "ns/join.h"
+#include "ns/launch_context.h"
 #include "ns/monitor/monitor.h"
 #include "ns/monitor/terminal.h"
-#include "ns/uid_map.h"
-#include "ns/seccomp_policy.h"
-#include "ns/userns_limit.h"
-#include "reaper/reaper.h"
-#include "reaper/status.h"
-
-#include "ns/launch_context.h"
 
 namespace cocoon::ns {
 namespace {
@@ -59,9 +41,8 @@ void kill_and_reap(int pidfd)
 UniqueFd watch_parent()
 {
     pid_t parent = ::getppid();
-    UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, parent, 0)));
-    if (!fd)
-        throw SysError(errno, "--die-with-parent: pidfd_open(" + std::to_string(parent) + ")");
+    UniqueFd fd = sys::check_fd(::syscall(SYS_pidfd_open, parent, 0),
+                                "--die-with-parent: pidfd_open(" + std::to_string(parent) + ")");
     if (::getppid() != parent)
         throw UsageError("--die-with-parent: the parent process has already exited");
     return fd;
@@ -97,12 +78,7 @@ sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx
         }
         return sys::Cloned{joined.pid, std::move(joined.pidfd)};
     }
-    sys::Cloned first;
-    try {
-        first = sys::clone3(plan.clone_flags, fds.cgroup);
-    } catch (const SysError& e) {
-        throw SysError(e.code(), "Creating new namespace failed");
-    }
+    sys::Cloned first = clone_first_process(plan.clone_flags, fds.cgroup, sandbox);
     if (first.pid == 0) {
         in_helper();
         close_cgroup();
@@ -123,16 +99,6 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
         kill_and_reap(first.pidfd.get());
         throw;
     }
-}
-
-// cocoon's own binary (O_PATH), which PID 1 runs again as a fresh image
-// (plan.reexec_pid1).
-UniqueFd own_binary()
-{
-    UniqueFd exe(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
-    if (!exe)
-        throw SysError(errno, "Can't open /proc/self/exe");
-    return exe;
 }
 
 // Each relayed connection holds about two fds in the monitor; use the whole
@@ -188,8 +154,9 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         ctx.command_cgroup_procs = cgroup.command_procs_fd();
         ctx.send_command_pidfd = cgroup.pid1_movable();
     }
+    // cocoon's own binary (O_PATH), which PID 1 runs again as a fresh image.
     if (plan.reexec_pid1)
-        ctx.exe = own_binary();
+        ctx.exe = sys::check_fd(::open("/proc/self/exe", O_PATH | O_CLOEXEC), "Can't open /proc/self/exe");
     // The first process's view: none of the monitor's own fds. The joining
     // helper drops them too, but keeps the cgroup's until it has cloned.
     auto in_helper = [&] {

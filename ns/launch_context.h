@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "ns/launch.h"
 #include "ns/monitor/login_file.h"
+#include "ns/plan.h"
 
 namespace cocoon::ns {
 

@@ -1,10 +1,7 @@
 #include "ns/seccomp_policy.h"
 
-#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
-
-#include <iterator>
 
 #include "base/sys_error.h"
 
@@ -13,17 +10,17 @@ namespace {
 
 #include "seccomp_default.inc"
 
-void load(const sock_filter* program, size_t size)
-{
-    sock_fprog prog{static_cast<unsigned short>(size), const_cast<sock_filter*>(program)};
-    check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0), "Can't load the default seccomp policy");
-}
-
 }  // namespace
 
 void load_default_seccomp_policy()
 {
-    load(kDefaultPolicy, std::size(kDefaultPolicy));
+    load_seccomp_program(kDefaultPolicy, "Can't load the default seccomp policy");
+}
+
+void load_seccomp_program(std::span<const sock_filter> program, const std::string& what)
+{
+    sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
+    check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0), what);
 }
 
 }  // namespace cocoon::ns

@@ -4,10 +4,19 @@
 // The rules and their reasons: ns/seccomp_rules.h and SECURITY.md.
 #pragma once
 
+#include <linux/filter.h>
+
+#include <span>
+#include <string>
+
 namespace cocoon::ns {
 
 // Loads the policy into the calling thread (and what it execs). Needs no_new_privs or
 // CAP_SYS_ADMIN. Throws SysError.
 void load_default_seccomp_policy();
+
+// Loads one seccomp program as load_default_seccomp_policy does (prctl, as bwrap does, so a filter
+// that lets the next one load need only allow prctl(PR_SET_SECCOMP)). Throws SysError(errno, what).
+void load_seccomp_program(std::span<const sock_filter> program, const std::string& what);
 
 }  // namespace cocoon::ns

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "ns/uid_map.h"
 
@@ -31,10 +32,7 @@ UniqueFd limit_user_namespaces()
         throw SysError(errno, what);
     // The new root may have no /proc; the nested namespace's id maps are
     // written through this fd (it is CLOEXEC, so the command never holds it).
-    UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!proc)
-        throw SysError(errno, "--disable-userns: open(/proc)");
-    return proc;
+    return sys::check_fd(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC), "--disable-userns: open(/proc)");
 }
 
 void enter_nested_user_namespace(int proc_dir)

@@ -28,10 +28,8 @@ sigset_t signals_to_block(bool forward)
     // Without --forward-signals, stop signals stay unblocked and unhandled: the
     // kernel then drops them for a namespace's init, so a supervisor that
     // signals every process group reaches the command exactly once.
-    sigset_t set;
-    if (forward)
-        set = forwarded_signals();
-    else
+    sigset_t set = forwarded_signals();
+    if (!forward)
         sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     return set;

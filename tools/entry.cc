@@ -21,6 +21,7 @@
 #include "base/sys_error.h"
 #include "ns/join.h"
 #include "ns/launch.h"
+#include "ns/plan.h"
 #include "relay/host_socket.h"
 #include "tools/check.h"
 #include "tools/options.h"
@@ -98,7 +99,7 @@ ns::CallerFds take_caller_fds(const Options& o)
             ns::check_namespace_fd(fd, type, name);
     for (const mount::InputOp& op : o.mounts)
         if (auto use = mount::fd_use(op); use && ::fcntl(use->fd, F_GETFD) < 0)
-            throw SysError(errno, std::string("Invalid ") + use->option + " " + std::to_string(use->fd));
+            throw SysError(errno, "Invalid " + use->name());
 
     // An fd that two options name, or one of stdin, stdout and stderr, is
     // owned as a copy: the monitor must not close its own 0-2, and no fd may

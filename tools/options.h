@@ -12,7 +12,7 @@
 #include "mount/plan.h"
 #include "ns/caps.h"
 #include "ns/env.h"
-#include "ns/launch.h"
+#include "ns/plan.h"
 
 namespace cocoon::tools {
 

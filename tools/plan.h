@@ -1,7 +1,7 @@
 // Options + host facts -> the launch plan. Pure; runs in the monitor.
 #pragma once
 
-#include "ns/launch.h"
+#include "ns/plan.h"
 #include "tools/options.h"
 
 namespace cocoon::tools {
