@@ -14,17 +14,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
 
-#include "mount/plan.h"
 #include "tests/support/process.h"
 
 namespace cocoon::test::diff {
@@ -230,87 +229,93 @@ std::string normalise_ns(const std::string& line)
     return "ns " + name + " " + (link == mine ? "host" : "new");
 }
 
-}  // namespace
-
-Report run_row(const Row& row, const std::string& bwrap, const std::string& probe)
+// The command line: bwrap, the base root unless the row has none, the row's options and command.
+std::vector<std::string> command_line(const Row& row, const std::string& bwrap, const std::string& probe,
+                                      const std::string& dir)
 {
-    TempDir dir;
-    populate(dir);
-    auto subst = [&](const std::string& s) { return replace_all(s, "{T}", dir.path()); };
-
     std::vector<std::string> argv{bwrap};
     if (row.base)
         argv.insert(argv.end(), {"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
                                  "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
                                  "--ro-bind", probe, "/probe"});
     for (const std::string& a : row.options)
-        argv.push_back(replace_all(subst(a), "{P}", probe));
+        argv.push_back(replace_all(replace_all(a, "{T}", dir), "{P}", probe));
     for (const std::string& a : row.command)
-        argv.push_back(subst(a));
+        argv.push_back(replace_all(a, "{T}", dir));
+    return argv;
+}
 
+// The fd a row hands to bwrap, opened here; `holder` is made on first use.
+int open_row_fd(const Fd& fd, const std::string& dir, std::optional<NsHolder>& holder)
+{
+    int src = -1;
+    switch (fd.kind) {
+    case Fd::Data:
+        src = memfd_with(fd.text);
+        break;
+    case Fd::Output:
+        src = memfd_with("");
+        break;
+    case Fd::Path:
+        src = ::open(replace_all(fd.text, "{T}", dir).c_str(), O_PATH | O_CLOEXEC);
+        break;
+    case Fd::Userns:
+    case Fd::UsernsParent:
+    case Fd::Pidns:
+        // A holder whose unshare failed (seen once in CI under load: its /proc entry was
+        // gone) is made again, once.
+        for (int again = 0; again < 2 && src < 0; ++again) {
+            if (!holder || again > 0)
+                holder.emplace();
+            src = fd.kind == Fd::UsernsParent ? holder->open_user_parent()
+                                              : holder->open(fd.kind == Fd::Userns ? "user" : "pid_for_children");
+        }
+        break;
+    }
+    if (src < 0)
+        throw std::runtime_error("cannot make fd " + std::to_string(fd.num) + ": " + std::strerror(errno));
+    return src;
+}
+
+// The fds of one run: the namespaces' holder, and the fds opened for the row, in its order.
+struct RowFds {
     std::optional<NsHolder> holder;
-    std::vector<std::pair<int, int>> fds;
     std::vector<int> owned;
+};
+
+// Runs the command line with the row's fds, which `fds` keeps open for the report.
+Captured run_bwrap(const Row& row, const std::vector<std::string>& argv, const std::string& dir, RowFds& fds)
+{
     Captured c;
     // Debian's bwrap 0.8.0 was seen once (under CI's ASan pass) failing its own setup with
     // "Creating newroot failed: Value too large for defined data type" (EOVERFLOW), a failure of
     // bwrap's, not of the row: that run is made once more, with fresh fds (data fds are consumed).
     for (int attempt = 0; attempt < 2; ++attempt) {
-        for (int fd : owned)
+        for (int fd : fds.owned)
             ::close(fd);
-        fds.clear();
-        owned.clear();
+        fds.owned.clear();
+        std::vector<std::pair<int, int>> numbered;
         for (const Fd& fd : row.fds) {
-            int src = -1;
-            switch (fd.kind) {
-            case Fd::Data:
-                src = memfd_with(fd.text);
-                break;
-            case Fd::Output:
-                src = memfd_with("");
-                break;
-            case Fd::Path:
-                src = ::open(subst(fd.text).c_str(), O_PATH | O_CLOEXEC);
-                break;
-            case Fd::Userns:
-            case Fd::UsernsParent:
-            case Fd::Pidns:
-                // A holder whose unshare failed (seen once in CI under load: its /proc entry was
-                // gone) is made again, once.
-                for (int again = 0; again < 2 && src < 0; ++again) {
-                    if (!holder || again > 0)
-                        holder.emplace();
-                    src = fd.kind == Fd::UsernsParent
-                              ? holder->open_user_parent()
-                              : holder->open(fd.kind == Fd::Userns ? "user" : "pid_for_children");
-                }
-                break;
-            }
-            if (src < 0)
-                throw std::runtime_error("cannot make fd " + std::to_string(fd.num) + ": " + std::strerror(errno));
-            owned.push_back(src);
-            fds.emplace_back(src, fd.num);
+            const int src = open_row_fd(fd, dir, fds.holder);
+            fds.owned.push_back(src);
+            numbered.emplace_back(src, fd.num);
         }
-
-        c = spawn(argv, dir.path(), fds);
+        c = spawn(argv, dir, numbered);
         if (c.err.find("Creating newroot failed: Value too large") == std::string::npos)
             break;
     }
+    return c;
+}
 
-    Report report;
-    for (const std::string& a : argv)
-        report.argv += (report.argv.empty() ? "" : " ") + a;
-    auto add = [&](const std::string& line) {
-        report.lines.push_back(replace_all(replace_all(line, dir.path(), "{T}"), probe, "{P}"));
-    };
-    add("exit " + std::to_string(c.code));
-    // bwrap 0.8.0 sometimes prints a setup error twice (from two of its processes), and the two
-    // writes may interleave ("bwrap: bwrap: MSG" then "MSG", "bwrap: " then "bwrap: MSG", or one line
-    // "bwrap: MSGMSG"):
-    // each message once, whole, with its prefix, is enough.
+// bwrap 0.8.0 sometimes prints a setup error twice (from two of its processes), and the two
+// writes may interleave ("bwrap: bwrap: MSG" then "MSG", "bwrap: " then "bwrap: MSG", or one line
+// "bwrap: MSGMSG"):
+// each message once, whole, with its prefix, is enough.
+std::vector<std::string> error_lines(const std::string& err)
+{
     std::vector<std::string> errs;
     std::set<std::string> seen;
-    for (const std::string& line : split_lines(c.err)) {
+    for (const std::string& line : split_lines(err)) {
         const std::string prefix = "bwrap: ";
         std::string msg = line;
         while (msg.rfind(prefix, 0) == 0)
@@ -322,199 +327,81 @@ Report run_row(const Row& row, const std::string& bwrap, const std::string& prob
             continue;
         errs.push_back(line.rfind(prefix, 0) == 0 ? prefix + msg : msg);
     }
-    for (const std::string& line : errs)
+    return errs;
+}
+
+// A line of the probe's, with what differs between any two runs taken out.
+std::string normalise_probe_line(std::string line)
+{
+    if (line.rfind("ns ", 0) == 0)
+        line = normalise_ns(line);
+    // Wherever the caller may make cgroups in its own (root; the unprivileged pass's delegated
+    // cgroup), cocoon runs the command in cocoon-PID/command below it (docs/bwrap-differences.md,
+    // row all_rows; tests/e2e/cgroup_test.cc checks it).
+    if (line.rfind("cgroup ", 0) == 0)
+        line = std::regex_replace(line, std::regex("(0::[^ ]*)/cocoon-[0-9]+(-[0-9]+)?(/command)?"), "$1");
+    if (line.rfind("cgroup ", 0) == 0)
+        line = std::regex_replace(line, std::regex("0::$"), "0::/");
+    return line;
+}
+
+// What bwrap wrote to one of the row's output fds, its figures masked.
+std::vector<std::string> output_fd_lines(int num, int fd)
+{
+    static const std::regex kVolatile("\"(child-pid|[a-z]+-namespace|wall-time-us|cpu-user-us|cpu-system-us|memory-"
+                                      "peak-bytes|pids-peak|tmpfs-peak-bytes)\": ?[0-9]+");
+    // "sampled", or "cgroup+sampled" where the caller's cgroup is delegated (usage_test checks which).
+    static const std::regex kAccounting("\"accounting\": \"[a-z+]+\"");
+    std::vector<std::string> out;
+    for (const std::string& line : split_lines(read_fd(fd)))
+        out.push_back(
+            "fd" + std::to_string(num) + " " +
+            std::regex_replace(std::regex_replace(line, kVolatile, "\"$1\": N"), kAccounting, "\"accounting\": \"A\""));
+    return out;
+}
+
+}  // namespace
+
+Report run_row(const Row& row, const std::string& bwrap, const std::string& probe)
+{
+    TempDir dir;
+    populate(dir);
+    const std::vector<std::string> argv = command_line(row, bwrap, probe, dir.path());
+    RowFds fds;
+    const Captured c = run_bwrap(row, argv, dir.path(), fds);
+
+    Report report;
+    for (const std::string& a : argv)
+        report.argv += (report.argv.empty() ? "" : " ") + a;
+    auto add = [&](const std::string& line) {
+        report.lines.push_back(replace_all(replace_all(line, dir.path(), "{T}"), probe, "{P}"));
+    };
+    add("exit " + std::to_string(c.code));
+    for (const std::string& line : error_lines(c.err))
         add("err " + line);
     bool own_pid_ns = false;
-    for (std::string line : split_lines(c.out)) {
-        if (line.rfind("ns ", 0) == 0)
-            line = normalise_ns(line);
-        if (line == "ns pid new")
-            own_pid_ns = true;
-        // Wherever the caller may make cgroups in its own (root; the unprivileged pass's delegated
-        // cgroup), cocoon runs the command in cocoon-PID/command below it (docs/bwrap-differences.md,
-        // row all_rows; tests/e2e/cgroup_test.cc checks it).
-        if (line.rfind("cgroup ", 0) == 0)
-            line = std::regex_replace(line, std::regex("(0::[^ ]*)/cocoon-[0-9]+(-[0-9]+)?(/command)?"), "$1");
-        if (line.rfind("cgroup ", 0) == 0)
-            line = std::regex_replace(line, std::regex("0::$"), "0::/");
-        add(line);
+    for (const std::string& line : split_lines(c.out)) {
+        const std::string normal = normalise_probe_line(line);
+        own_pid_ns = own_pid_ns || normal == "ns pid new";
+        add(normal);
     }
     // Host pids differ between any two runs; outside a new PID namespace only their comm compares.
     if (!own_pid_ns)
         std::erase_if(report.lines, [](const std::string& l) {
             return l.rfind("pid ", 0) == 0 || l.rfind("ppid ", 0) == 0 || l.rfind("procs ", 0) == 0;
         });
-    static const std::regex kVolatile("\"(child-pid|[a-z]+-namespace|wall-time-us|cpu-user-us|cpu-system-us|memory-"
-                                      "peak-bytes|pids-peak|tmpfs-peak-bytes)\": ?[0-9]+");
-    // "sampled", or "cgroup+sampled" where the caller's cgroup is delegated (usage_test checks which).
-    static const std::regex kAccounting("\"accounting\": \"[a-z+]+\"");
     for (size_t i = 0; i < row.fds.size(); ++i)
         if (row.fds[i].kind == Fd::Output)
-            for (const std::string& line : split_lines(read_fd(owned[i])))
-                add("fd" + std::to_string(row.fds[i].num) + " " +
-                    std::regex_replace(std::regex_replace(line, kVolatile, "\"$1\": N"), kAccounting,
-                                       "\"accounting\": \"A\""));
+            for (const std::string& line : output_fd_lines(row.fds[i].num, fds.owned[i]))
+                add(line);
     for (const std::string& path : row.after) {
         struct stat st;
-        std::string p = subst(path);
+        std::string p = replace_all(path, "{T}", dir.path());
         add("after " + p + (::lstat(p.c_str(), &st) == 0 ? " exists" : " missing"));
     }
-    for (int fd : owned)
+    for (int fd : fds.owned)
         ::close(fd);
     return report;
-}
-
-// Mounts stacked on one point of the host (seen: /dev/pts and /dev/shm mounted twice) under a
-// recursive bind: bwrap remounts only one of each stack read-only, cocoon every one
-// (docs/bwrap-differences.md, row `all_rows`). Points stacked in both reports are left out of the
-// comparison.
-static void take_out_stacked_mounts(Report& bwrap, Report& cocoon)
-{
-    std::map<std::string, int> theirs, ours;
-    auto point = [](const std::string& l) { return l.substr(6, l.find(' ', 6) - 6); };
-    for (auto [r, seen] : {std::pair{&bwrap, &theirs}, {&cocoon, &ours}})
-        for (const std::string& l : r->lines)
-            if (l.rfind("mount ", 0) == 0)
-                ++(*seen)[point(l)];
-    auto stacked = [&](const std::string& l) {
-        return l.rfind("mount ", 0) == 0 && theirs[point(l)] > 1 && ours[point(l)] > 1;
-    };
-    for (Report* r : {&bwrap, &cocoon})
-        r->lines.erase(std::remove_if(r->lines.begin(), r->lines.end(), stacked), r->lines.end());
-}
-
-static void take_out_known_differences(Report& bwrap, Report& cocoon)
-{
-    // cocoon's default seccomp policy: one filter under the caller's (docs/bwrap-differences.md,
-    // row `all_rows`).
-    (void)bwrap;
-    static const std::regex kFilters("^status Seccomp_filters:\\s+(\\d+)$");
-    bool only_ours = false;
-    for (std::string& line : cocoon.lines) {
-        std::smatch m;
-        if (std::regex_match(line, m, kFilters) && std::stoi(m[1]) >= 1) {
-            const int theirs = std::stoi(m[1]) - 1;
-            only_ours = theirs == 0;
-            line = "status Seccomp_filters: " + std::to_string(theirs);
-        }
-    }
-    if (only_ours)
-        for (std::string& line : cocoon.lines)
-            if (std::regex_match(line, std::regex("^status Seccomp:\\s+2$")))
-                line = "status Seccomp: 0";
-    // The mount table by mount point; the mounts stacked on one point stay in their order.
-    for (Report* r : {&bwrap, &cocoon}) {
-        auto is_mount = [](const std::string& l) { return l.rfind("mount ", 0) == 0; };
-        auto first = std::find_if(r->lines.begin(), r->lines.end(), is_mount);
-        auto last = std::find_if_not(first, r->lines.end(), is_mount);
-        std::stable_sort(first, last, [](const std::string& a, const std::string& b) {
-            return a.substr(6, a.find(' ', 6) - 6) < b.substr(6, b.find(' ', 6) - 6);
-        });
-    }
-    // The root tmpfs, and the tmpfs files behind --bind-data and --ro-bind-data.
-    // (A tmpfs mounted in a user namespace names its owner: the same on both sides.)
-    static const std::regex kTheirRoot(
-        "^mount / root=/newroot tmpfs src=tmpfs ([a-z,]+) super=rw(,uid=\\d+,gid=\\d+)?$");
-    static const std::regex kOurRoot(
-        "^mount / root=/ tmpfs src=tmpfs ([a-z,]+) super=rw,size=\\d+k,nr_inodes=\\d+,mode=755(,uid=\\d+,gid=\\d+)?$");
-    static const std::regex kTheirData(
-        "^(mount \\S+) root=/bindfile[A-Za-z0-9]{6}//deleted tmpfs src=tmpfs ([a-z,]+) super=rw(,uid=\\d+,gid=\\d+)?$");
-    static const std::regex kOurData("^(mount \\S+) root=/data-[0-9]+//deleted tmpfs src=tmpfs ([a-z,]+) "
-                                     "super=rw,size=\\d+k,nr_inodes=\\d+,mode=700(,uid=\\d+,gid=\\d+)?$");
-    auto first_root = [](Report& r) {
-        return std::find_if(r.lines.begin(), r.lines.end(),
-                            [](const std::string& l) { return l.rfind("mount / ", 0) == 0; });
-    };
-    auto theirs = first_root(bwrap), ours = first_root(cocoon);
-    if (theirs != bwrap.lines.end() && ours != cocoon.lines.end() && std::regex_match(*theirs, kTheirRoot) &&
-        std::regex_match(*ours, kOurRoot)) {
-        *theirs = std::regex_replace(*theirs, kTheirRoot, "mount / (the sandbox's root tmpfs) $1$2");
-        *ours = std::regex_replace(*ours, kOurRoot, "mount / (the sandbox's root tmpfs) $1$2");
-    }
-    for (std::string& l : bwrap.lines)
-        l = std::regex_replace(l, kTheirData, "$1 (a data file's tmpfs) $2$3");
-    for (std::string& l : cocoon.lines)
-        l = std::regex_replace(l, kOurData, "$1 (a data file's tmpfs) $2$3");
-    // cocoon's covers of /proc/keys and /proc/key-users (the host's /dev/null, read-only), and the
-    // nr_inodes a --size tmpfs gets from its size (docs/bwrap-differences.md, row `all_rows`).
-    static const std::regex kKeysCover("^mount /proc/(keys|key-users) root=/null .*$");
-    std::erase_if(cocoon.lines, [](const std::string& l) { return std::regex_match(l, kKeysCover); });
-    static const std::regex kInodes("^(mount .* super=rw)(,size=([0-9]+)k),nr_inodes=([0-9]+)(.*)$");
-    for (std::string& l : cocoon.lines) {
-        std::smatch m;
-        if (std::regex_match(l, m, kInodes) && std::stoull(m[4]) == mount::tmpfs_inodes(std::stoull(m[3]) * 1024))
-            l = m[1].str() + m[2].str() + m[5].str();
-        else if (std::regex_match(l, m, kInodes) && l.find(" tmpfs src=tmpfs ") != std::string::npos)
-            l = m[1].str() + m[5].str();  // --dev's tmpfs, sized to what it holds (the same row)
-    }
-    // --dev's shm: a tmpfs of its own in cocoon, a directory of /dev's in bwrap
-    // (docs/bwrap-differences.md, row `all_rows`).
-    static const std::regex kShm("^mount (\\S+)/shm root=/ tmpfs src=tmpfs [a-z,]+ super=rw,size=[0-9]+k,mode=755.*$");
-    std::erase_if(cocoon.lines, [&](const std::string& l) {
-        std::smatch m;
-        return std::regex_match(l, m, kShm) &&
-               std::none_of(bwrap.lines.begin(), bwrap.lines.end(), [&](const std::string& line) {
-                   return line.rfind("mount " + m[1].str() + "/shm ", 0) == 0;
-               });
-    });
-    // Left out until issue 9, item 6 lands: cocoon's PID 1 is not dumpable, so a command without
-    // capabilities cannot read its /proc/1/ns (bwrap's is readable, and the same as the command's).
-    theirs = std::find(bwrap.lines.begin(), bwrap.lines.end(), "pid1-ns same");
-    ours = std::find(cocoon.lines.begin(), cocoon.lines.end(), "pid1-ns unreadable (Permission denied)");
-    if (theirs != bwrap.lines.end() && ours != cocoon.lines.end())
-        *theirs = *ours = "pid1-ns (left out until issue 9, item 6)";
-    // A refusal on one side only: that side's exit code and messages against "(probe ran)".
-    auto probe_ran = [](const Report& r) {
-        return std::any_of(r.lines.begin(), r.lines.end(),
-                           [](const std::string& l) { return l.rfind("argv0 ", 0) == 0; });
-    };
-    if (probe_ran(bwrap) != probe_ran(cocoon)) {
-        Report& ran = probe_ran(bwrap) ? bwrap : cocoon;
-        std::erase_if(ran.lines, [](const std::string& l) {
-            return l.rfind("exit ", 0) != 0 && l.rfind("err ", 0) != 0 && l.rfind("after ", 0) != 0;
-        });
-        ran.lines.push_back("(probe ran)");
-    }
-    auto has = [](const std::vector<std::string>& lines, const std::string& line) {
-        return std::find(lines.begin(), lines.end(), line) != lines.end();
-    };
-    if (!has(bwrap.lines, "mount /proc root=/ proc src=proc rw,nosuid,nodev,noexec,relatime super=rw"))
-        return;
-    for (const char* name : {"sys", "irq", "bus"}) {
-        std::string cover = std::string("mount /proc/") + name + " root=/" + name +
-                            " proc src=proc ro,nosuid,nodev,noexec,relatime super=rw";
-        if (!has(bwrap.lines, cover))
-            std::erase(cocoon.lines, cover);
-    }
-}
-
-void take_out_common_differences(Report& bwrap, Report& cocoon)
-{
-    take_out_known_differences(bwrap, cocoon);
-    take_out_stacked_mounts(bwrap, cocoon);
-}
-
-std::vector<std::string> diff(const std::vector<std::string>& a, const std::vector<std::string>& b)
-{
-    // Longest common subsequence, then what is left of each side.
-    std::vector<std::vector<int>> lcs(a.size() + 1, std::vector<int>(b.size() + 1, 0));
-    for (size_t i = a.size(); i-- > 0;)
-        for (size_t j = b.size(); j-- > 0;)
-            lcs[i][j] = a[i] == b[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
-    std::vector<std::string> out;
-    size_t i = 0, j = 0;
-    while (i < a.size() || j < b.size()) {
-        if (i < a.size() && j < b.size() && a[i] == b[j]) {
-            ++i;
-            ++j;
-        } else if (j == b.size() || (i < a.size() && lcs[i + 1][j] >= lcs[i][j + 1])) {
-            out.push_back("-" + a[i++]);
-        } else {
-            out.push_back("+" + b[j++]);
-        }
-    }
-    std::sort(out.begin(), out.end());
-    return out;
 }
 
 }  // namespace cocoon::test::diff

@@ -4,6 +4,9 @@
 // whoever runs the tests: tools/test runs it as root and again as an unprivileged user.
 #include "tests/diff/rows.h"
 
+#include <iterator>
+#include <vector>
+
 #include "tests/support/process.h"
 
 namespace cocoon::test::diff {
@@ -49,12 +52,10 @@ std::vector<std::string> root_no_caps()
 // A seccomp program of one instruction: return SECCOMP_RET_ALLOW.
 const std::string kAllowAll("\x06\0\0\0\0\0\xff\x7f", 8);
 
-}  // namespace
-
-const std::vector<Row>& rows()
+// The root, ids and namespaces.
+std::vector<Row> id_and_namespace_rows()
 {
-    static const std::vector<Row> table = {
-        // The root, ids and namespaces.
+    return {
         {.name = "host_proc", .options = kHostProc},
         {.name = "own_proc", .options = kOwnProc},
         {.name = "no_proc", .options = {}},
@@ -87,8 +88,13 @@ const std::vector<Row>& rows()
         {.name = "share_net_alone", .options = cat({{"--share-net"}, kHostProc})},
         {.name = "pid_user_net_ipc_uts",
          .options = cat({userns({"--unshare-net", "--unshare-ipc", "--unshare-uts"}), kOwnProc})},
+    };
+}
 
-        // Mounts.
+// Mounts the options make: /dev, tmpfs, mqueue, directories, symlinks, files.
+std::vector<Row> made_mount_rows()
+{
+    return {
         {.name = "dev",
          .options = cat({kOwnProc, {"--dev", "/dev"}}),
          .command = probe({"/dev/null", "/dev/pts"}),
@@ -144,6 +150,13 @@ const std::vector<Row>& rows()
          .options = cat({userns(), kHostProc, {"--perms", "0444", "--ro-bind-data", "5", "/f"}}),
          .command = probe({"/f"}),
          .fds = {{5, Fd::Data, "hello"}}},
+    };
+}
+
+// Mounts of the host's files and fds, remounts, and other roots.
+std::vector<Row> bind_mount_rows()
+{
+    return {
         {.name = "bind_dir", .options = cat({kOwnProc, {"--bind", "{T}/dir", "/d"}}), .command = probe({"/d", "/d/a"})},
         {.name = "bind_file", .options = cat({kOwnProc, {"--bind", "{T}/file", "/f"}}), .command = probe({"/f"})},
         {.name = "ro_bind_file", .options = cat({kOwnProc, {"--ro-bind", "{T}/file", "/f"}}), .command = probe({"/f"})},
@@ -200,8 +213,13 @@ const std::vector<Row>& rows()
          .options = cat({kOwnProc, {"--dir", "/a", "--bind", "{T}/dir", "/a/../b"}}),
          .differs = {"+err bwrap: Invalid destination /a/../b: contains a '..' component", "+exit 1", "-(probe ran)",
                      "-exit 0"}},
+    };
+}
 
-        // The command's environment and process.
+// The command's environment and process.
+std::vector<Row> process_rows()
+{
+    return {
         {.name = "chdir", .options = cat({kOwnProc, {"--chdir", "/usr"}})},
         {.name = "chdir_missing", .options = cat({kOwnProc, {"--chdir", "/missing"}})},
         {.name = "clearenv", .options = cat({kOwnProc, {"--clearenv"}})},
@@ -236,8 +254,13 @@ const std::vector<Row>& rows()
          .command = {"/bin/sh", "-c", "(sleep 0.3; echo > /t/late) & echo started"},
          .differs = {"-after {T}/late exists", "+after {T}/late missing"},
          .after = {"{T}/late"}},
+    };
+}
 
-        // fds and synchronisation.
+// fds and synchronisation.
+std::vector<Row> fd_rows()
+{
+    return {
         {.name = "lock_file",
          .options = cat({kOwnProc, {"--bind", "{T}", "/t", "--lock-file", "/t/lock"}}),
          .command = probe({"lock:/t/lock"})},
@@ -281,6 +304,13 @@ const std::vector<Row>& rows()
               "-err bwrap: Creating newroot failed: Value too large for defined data type",
               "-fd5     \"child-pid\": N,", "-fd5     \"mnt-namespace\": N,", "-fd5     \"pid-namespace\": N", "-fd5 {",
               "-fd5 }"}},
+    };
+}
+
+// Namespaces, seccomp programs and arguments handed over as fds; labels.
+std::vector<Row> namespace_fd_rows()
+{
+    return {
         {.name = "userns",
          .options = cat({root_no_caps(), {"--userns", "5"}, kHostProc}),
          .fds = {{5, Fd::Userns}},
@@ -348,8 +378,13 @@ const std::vector<Row>& rows()
          .options = cat({kOwnProc, {"--file-label", "system_u:object_r:x_t:s0"}}),
          .differs = {"+err bwrap: labeling not supported on this system (--file-label)",
                      "-err bwrap: labeling not supported on this system"}},
+    };
+}
 
-        // Capabilities (bwrap honours them only for root, or inside a user namespace).
+// Capabilities (bwrap honours them only for root, or inside a user namespace).
+std::vector<Row> capability_rows()
+{
+    return {
         {.name = "cap_drop_all",
          .options = cat({kOwnProc, {"--cap-drop", "ALL"}}),
          .who = Who::Root,
@@ -381,8 +416,13 @@ const std::vector<Row>& rows()
          .left_out = "issue 9, item 1: --proc without a PID namespace binds the host's /proc"},
         {.name = "cap_drop_unprivileged", .options = cat({kOwnProc, {"--cap-drop", "CAP_NET_RAW"}}), .who = Who::User},
         {.name = "cap_unprivileged", .options = cat({kOwnProc, {"--cap-add", "CAP_NET_ADMIN"}}), .who = Who::User},
+    };
+}
 
-        // Options Debian's bwrap 0.8.0 does not have yet.
+// Options Debian's bwrap 0.8.0 does not have yet.
+std::vector<Row> newer_option_rows()
+{
+    return {
         {.name = "version", .options = {"--version"}, .differs = {"+cocoon 0.1.0", "-bubblewrap 0.8.0"}},
         {.name = "argv0",
          .options = cat({kOwnProc, {"--argv0", "name"}}),
@@ -401,6 +441,22 @@ const std::vector<Row>& rows()
          .options = cat({kOwnProc, {"--overlay-src", "{T}/dir", "--overlay", "{T}/empty", "{T}/work", "/o"}}),
          .differs = {"+(probe ran)", "+exit 0", "-err bwrap: Unknown option --overlay-src", "-exit 1"}},
     };
+}
+
+}  // namespace
+
+const std::vector<Row>& rows()
+{
+    // In this order: the tests' names and numbers come from it.
+    static const std::vector<Row> table = [] {
+        std::vector<Row> all;
+        for (auto part : {id_and_namespace_rows, made_mount_rows, bind_mount_rows, process_rows, fd_rows,
+                          namespace_fd_rows, capability_rows, newer_option_rows}) {
+            std::vector<Row> some = part();
+            all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+        }
+        return all;
+    }();
     return table;
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -41,91 +42,118 @@ uint32_t error(int err)
     return SECCOMP_RET_ERRNO | static_cast<uint32_t>(err);
 }
 
+// The interpreter's registers: the accumulator, the index register and the scratch memory.
+struct Machine {
+    uint32_t a = 0, x = 0;
+    std::array<uint32_t, BPF_MEMWORDS> mem{};
+};
+
+enum class Step { Done, OutOfRange, NotMine };
+
+// Loads and stores: the 32-bit words of struct seccomp_data in the host's byte order, constants,
+// and the scratch memory. OutOfRange for a word outside either.
+Step load_or_store(Machine& m, const sock_filter& f, const seccomp_data& data)
+{
+    const bool in_memory = f.k < BPF_MEMWORDS;
+    switch (f.code) {
+    case BPF_LD | BPF_W | BPF_ABS:
+        if (f.k % 4 != 0 || f.k + 4 > sizeof data)
+            return Step::OutOfRange;
+        std::memcpy(&m.a, reinterpret_cast<const char*>(&data) + f.k, 4);
+        return Step::Done;
+    case BPF_LD | BPF_IMM:
+        m.a = f.k;
+        return Step::Done;
+    case BPF_LDX | BPF_IMM:
+        m.x = f.k;
+        return Step::Done;
+    case BPF_LD | BPF_MEM:
+        m.a = in_memory ? m.mem[f.k] : 0;
+        break;
+    case BPF_LDX | BPF_MEM:
+        m.x = in_memory ? m.mem[f.k] : 0;
+        break;
+    case BPF_ST:
+        if (in_memory)
+            m.mem[f.k] = m.a;
+        break;
+    case BPF_STX:
+        if (in_memory)
+            m.mem[f.k] = m.x;
+        break;
+    default:
+        return Step::NotMine;
+    }
+    return in_memory ? Step::Done : Step::OutOfRange;
+}
+
+// The ALU operations and register moves seccomp's programs use.
+Step alu(Machine& m, const sock_filter& f)
+{
+    switch (f.code) {
+    case BPF_ALU | BPF_AND | BPF_K:
+        m.a &= f.k;
+        return Step::Done;
+    case BPF_ALU | BPF_OR | BPF_K:
+        m.a |= f.k;
+        return Step::Done;
+    case BPF_MISC | BPF_TAX:
+        m.x = m.a;
+        return Step::Done;
+    case BPF_MISC | BPF_TXA:
+        m.a = m.x;
+        return Step::Done;
+    default:
+        return Step::NotMine;
+    }
+}
+
+// A jump: how many instructions it skips, or nothing for an instruction that is not one.
+std::optional<uint32_t> jump(const Machine& m, const sock_filter& f)
+{
+    auto skip = [&](bool cond) -> uint32_t { return cond ? f.jt : f.jf; };
+    switch (f.code) {
+    case BPF_JMP | BPF_JA:
+        return f.k;
+    case BPF_JMP | BPF_JEQ | BPF_K:
+        return skip(m.a == f.k);
+    case BPF_JMP | BPF_JGT | BPF_K:
+        return skip(m.a > f.k);
+    case BPF_JMP | BPF_JGE | BPF_K:
+        return skip(m.a >= f.k);
+    case BPF_JMP | BPF_JSET | BPF_K:
+        return skip((m.a & f.k) != 0);
+    case BPF_JMP | BPF_JEQ | BPF_X:
+        return skip(m.a == m.x);
+    default:
+        return std::nullopt;
+    }
+}
+
 // Runs a seccomp program on data as the kernel does: 32-bit words of struct seccomp_data in the
 // host's byte order. Fails the test (and returns 0, SECCOMP_RET_KILL_THREAD) on an instruction
 // outside seccomp's subset or a jump or load out of range, so a wrong interpreter cannot pass.
 uint32_t run_filter(std::span<const sock_filter> program, const seccomp_data& data)
 {
-    uint32_t a = 0, x = 0;
-    std::array<uint32_t, BPF_MEMWORDS> mem{};
-    auto word = [&](uint32_t offset, bool& ok) {
-        uint32_t w = 0;
-        ok = offset % 4 == 0 && offset + 4 <= sizeof data;
-        if (ok)
-            std::memcpy(&w, reinterpret_cast<const char*>(&data) + offset, 4);
-        return w;
-    };
+    Machine m;
     for (size_t pc = 0; pc < program.size(); ++pc) {
         const sock_filter& f = program[pc];
-        bool ok = true;
-        auto jump = [&](bool cond) { pc += cond ? f.jt : f.jf; };
-        switch (f.code) {
-        case BPF_LD | BPF_W | BPF_ABS:
-            a = word(f.k, ok);
-            break;
-        case BPF_LD | BPF_IMM:
-            a = f.k;
-            break;
-        case BPF_LDX | BPF_IMM:
-            x = f.k;
-            break;
-        case BPF_LD | BPF_MEM:
-            ok = f.k < BPF_MEMWORDS;
-            a = ok ? mem[f.k] : 0;
-            break;
-        case BPF_LDX | BPF_MEM:
-            ok = f.k < BPF_MEMWORDS;
-            x = ok ? mem[f.k] : 0;
-            break;
-        case BPF_ST:
-            ok = f.k < BPF_MEMWORDS;
-            if (ok)
-                mem[f.k] = a;
-            break;
-        case BPF_STX:
-            ok = f.k < BPF_MEMWORDS;
-            if (ok)
-                mem[f.k] = x;
-            break;
-        case BPF_ALU | BPF_AND | BPF_K:
-            a &= f.k;
-            break;
-        case BPF_ALU | BPF_OR | BPF_K:
-            a |= f.k;
-            break;
-        case BPF_MISC | BPF_TAX:
-            x = a;
-            break;
-        case BPF_MISC | BPF_TXA:
-            a = x;
-            break;
-        case BPF_JMP | BPF_JA:
-            pc += f.k;
-            break;
-        case BPF_JMP | BPF_JEQ | BPF_K:
-            jump(a == f.k);
-            break;
-        case BPF_JMP | BPF_JGT | BPF_K:
-            jump(a > f.k);
-            break;
-        case BPF_JMP | BPF_JGE | BPF_K:
-            jump(a >= f.k);
-            break;
-        case BPF_JMP | BPF_JSET | BPF_K:
-            jump((a & f.k) != 0);
-            break;
-        case BPF_JMP | BPF_JEQ | BPF_X:
-            jump(a == x);
-            break;
-        case BPF_RET | BPF_K:
+        if (f.code == (BPF_RET | BPF_K))
             return f.k;
-        case BPF_RET | BPF_A:
-            return a;
-        default:
+        if (f.code == (BPF_RET | BPF_A))
+            return m.a;
+        if (const std::optional<uint32_t> skip = jump(m, f)) {
+            pc += *skip;
+            continue;
+        }
+        Step step = alu(m, f);
+        if (step == Step::NotMine)
+            step = load_or_store(m, f, data);
+        if (step == Step::NotMine) {
             ADD_FAILURE() << "instruction " << pc << ": code 0x" << std::hex << f.code << " is not interpreted";
             return 0;
         }
-        if (!ok) {
+        if (step == Step::OutOfRange) {
             ADD_FAILURE() << "instruction " << pc << ": load or store out of range (k=" << f.k << ")";
             return 0;
         }

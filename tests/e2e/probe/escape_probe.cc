@@ -47,6 +47,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -352,15 +353,26 @@ int overlay(const std::string& lower, const std::string& name, const std::string
     return 0;
 }
 
-int attempt(const std::string& what, char** arg, int count)
+// An attempt's arguments: the first two, or "" where fewer were given.
+struct Args {
+    Args(char** given, int n) : arg(given), count(n), a0(n > 0 ? given[0] : ""), a1(n > 1 ? given[1] : "") {}
+    char** arg;
+    int count;
+    std::string a0, a1;
+};
+
+// Writes and mounts on the sandbox's file system. Each family below returns the probe's exit code,
+// or nothing when `what` (with this many arguments) is not one of its attempts.
+std::optional<int> file_attempt(const std::string& what, const Args& args)
 {
-    const std::string a0 = count > 0 ? arg[0] : "";
-    const std::string a1 = count > 1 ? arg[1] : "";
+    const std::string& a0 = args.a0;
+    const std::string& a1 = args.a1;
+    const int count = args.count;
     if (what == "read" && count == 1) {
         try_open("read", a0, O_RDONLY);
     } else if (what == "write" && count >= 1) {
         for (int i = 0; i < count; ++i)
-            try_open(arg[i], arg[i], O_WRONLY);
+            try_open(args.arg[i], args.arg[i], O_WRONLY);
     } else if (what == "ro" && count == 2) {
         const std::string file = a0 + "/" + a1;
         try_open("open_wronly", file, O_WRONLY);
@@ -370,46 +382,6 @@ int attempt(const std::string& what, char** arg, int count)
         report("rename", ::rename(file.c_str(), (a0 + "/renamed").c_str()));
         report("mkdir", ::mkdir((a0 + "/dir").c_str(), 0755));
         report("chmod", ::chmod(file.c_str(), 0777));
-    } else if (what == "host-pid" && count == 1) {
-        const pid_t pid = static_cast<pid_t>(std::atoi(a0.c_str()));
-        struct stat st {};
-        report("proc_entry", ::stat(("/proc/" + a0).c_str(), &st));
-        report("kill_0", ::kill(pid, 0));
-        report("kill_SIGKILL", ::kill(pid, SIGKILL));
-    } else if (what == "pid1" && count == 0) {
-        report("ptrace_attach", ::ptrace(PTRACE_ATTACH, 1, nullptr, nullptr));
-        report("ptrace_seize", ::ptrace(PTRACE_SEIZE, 1, nullptr, nullptr));
-        try_open("mem_read", "/proc/1/mem", O_RDONLY);
-        try_open("exe_write", "/proc/1/exe", O_WRONLY);
-        char buf[256];
-        report("exe_readlink", ::readlink("/proc/1/exe", buf, sizeof buf));
-        report("root_readlink", ::readlink("/proc/1/root", buf, sizeof buf));
-        try_open("root_dotdot", "/proc/1/root/..", O_RDONLY | O_DIRECTORY);
-    } else if (what == "root" && count == 0) {
-        char buf[256] = {};
-        report("self_root_readlink", ::readlink("/proc/self/root", buf, sizeof buf - 1));
-        std::printf("self_root %s\n", buf);
-        std::printf("self_root_dotdot %s\n", same_dir("/proc/self/root/..", "/"));
-        std::printf("self_root_dotdot_dotdot %s\n", same_dir("/proc/self/root/../..", "/"));
-        std::printf("dotdot %s\n", same_dir("/..", "/"));
-        // chdir("/..") then a relative "..": the classic way out of a chroot, which pivot_root
-        // plus the old root detached leaves nowhere to lead.
-        report("chdir_up", ::chdir("/../../.."));
-        std::printf("cwd_after_up %s\n", same_dir(".", "/"));
-    } else if (what == "tcp" && count == 2) {
-        sockaddr_in in{};
-        in.sin_family = AF_INET;
-        in.sin_port = htons(static_cast<uint16_t>(std::atoi(a1.c_str())));
-        if (::inet_pton(AF_INET, a0.c_str(), &in.sin_addr) != 1)
-            return 2;
-        connect_to("connect_tcp", reinterpret_cast<sockaddr*>(&in), sizeof in, AF_INET);
-    } else if (what == "abstract" && count == 1) {
-        sockaddr_un un{};
-        un.sun_family = AF_UNIX;
-        const size_t n = std::min(a0.size(), sizeof un.sun_path - 1);
-        std::memcpy(un.sun_path + 1, a0.data(), n);
-        connect_to("connect_abstract", reinterpret_cast<sockaddr*>(&un),
-                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n), AF_UNIX);
     } else if (what == "umount" && count == 1) {
         report("umount", ::umount2(a0.c_str(), 0));
         report("umount_detach", ::umount2(a0.c_str(), MNT_DETACH));
@@ -427,24 +399,99 @@ int attempt(const std::string& what, char** arg, int count)
         return nested_mount(a0);
     } else if (what == "mknod" && count == 1) {
         report("mknod_char", ::mknod(a0.c_str(), S_IFCHR | 0666, makedev(1, 3)));
-    } else if (what == "fds" && count == 0) {
-        return fds();
-    } else if (what == "fill" && count == 1) {
-        return fill(a0);
-    } else if (what == "files" && count == 2) {
-        return files(a0, std::atol(a1.c_str()));
-    } else if (what == "tree" && count == 3) {
-        return tree(a0, std::atol(a1.c_str()), std::atol(arg[2]));
-    } else if (what == "forkbomb" && count == 1) {
-        return forkbomb(std::atol(a0.c_str()));
-    } else if (what == "setid" && count == 1) {
-        return setid(a0);
-    } else if (what == "overlay" && count == 3) {
-        return overlay(a0, a1, arg[2]);
     } else {
-        return 2;
+        return std::nullopt;
     }
     return 0;
+}
+
+// Reaching other processes, and leaving the sandbox's root.
+std::optional<int> process_attempt(const std::string& what, const Args& args)
+{
+    if (what == "host-pid" && args.count == 1) {
+        const pid_t pid = static_cast<pid_t>(std::atoi(args.a0.c_str()));
+        struct stat st {};
+        report("proc_entry", ::stat(("/proc/" + args.a0).c_str(), &st));
+        report("kill_0", ::kill(pid, 0));
+        report("kill_SIGKILL", ::kill(pid, SIGKILL));
+    } else if (what == "pid1" && args.count == 0) {
+        report("ptrace_attach", ::ptrace(PTRACE_ATTACH, 1, nullptr, nullptr));
+        report("ptrace_seize", ::ptrace(PTRACE_SEIZE, 1, nullptr, nullptr));
+        try_open("mem_read", "/proc/1/mem", O_RDONLY);
+        try_open("exe_write", "/proc/1/exe", O_WRONLY);
+        char buf[256];
+        report("exe_readlink", ::readlink("/proc/1/exe", buf, sizeof buf));
+        report("root_readlink", ::readlink("/proc/1/root", buf, sizeof buf));
+        try_open("root_dotdot", "/proc/1/root/..", O_RDONLY | O_DIRECTORY);
+    } else if (what == "root" && args.count == 0) {
+        char buf[256] = {};
+        report("self_root_readlink", ::readlink("/proc/self/root", buf, sizeof buf - 1));
+        std::printf("self_root %s\n", buf);
+        std::printf("self_root_dotdot %s\n", same_dir("/proc/self/root/..", "/"));
+        std::printf("self_root_dotdot_dotdot %s\n", same_dir("/proc/self/root/../..", "/"));
+        std::printf("dotdot %s\n", same_dir("/..", "/"));
+        // chdir("/..") then a relative "..": the classic way out of a chroot, which pivot_root
+        // plus the old root detached leaves nowhere to lead.
+        report("chdir_up", ::chdir("/../../.."));
+        std::printf("cwd_after_up %s\n", same_dir(".", "/"));
+    } else {
+        return std::nullopt;
+    }
+    return 0;
+}
+
+// Connections out of the sandbox's network.
+std::optional<int> network_attempt(const std::string& what, const Args& args)
+{
+    if (what == "tcp" && args.count == 2) {
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        in.sin_port = htons(static_cast<uint16_t>(std::atoi(args.a1.c_str())));
+        if (::inet_pton(AF_INET, args.a0.c_str(), &in.sin_addr) != 1)
+            return 2;
+        connect_to("connect_tcp", reinterpret_cast<sockaddr*>(&in), sizeof in, AF_INET);
+        return 0;
+    }
+    if (what == "abstract" && args.count == 1) {
+        sockaddr_un un{};
+        un.sun_family = AF_UNIX;
+        const size_t n = std::min(args.a0.size(), sizeof un.sun_path - 1);
+        std::memcpy(un.sun_path + 1, args.a0.data(), n);
+        connect_to("connect_abstract", reinterpret_cast<sockaddr*>(&un),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n), AF_UNIX);
+        return 0;
+    }
+    return std::nullopt;
+}
+
+// The limits on fds, disk, processes, and what may be planted for later.
+std::optional<int> limit_attempt(const std::string& what, const Args& args)
+{
+    const int count = args.count;
+    if (what == "fds" && count == 0)
+        return fds();
+    if (what == "fill" && count == 1)
+        return fill(args.a0);
+    if (what == "files" && count == 2)
+        return files(args.a0, std::atol(args.a1.c_str()));
+    if (what == "tree" && count == 3)
+        return tree(args.a0, std::atol(args.a1.c_str()), std::atol(args.arg[2]));
+    if (what == "forkbomb" && count == 1)
+        return forkbomb(std::atol(args.a0.c_str()));
+    if (what == "setid" && count == 1)
+        return setid(args.a0);
+    if (what == "overlay" && count == 3)
+        return overlay(args.a0, args.a1, args.arg[2]);
+    return std::nullopt;
+}
+
+int attempt(const std::string& what, char** arg, int count)
+{
+    const Args args(arg, count);
+    for (auto family : {file_attempt, process_attempt, network_attempt, limit_attempt})
+        if (const std::optional<int> code = family(what, args))
+            return *code;
+    return 2;
 }
 
 }  // namespace
