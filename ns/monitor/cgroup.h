@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "base/sys_error.h"
 #include "base/unique_fd.h"
 
 namespace cocoon::ns {
@@ -116,7 +117,8 @@ public:
 
 private:
     UniqueFd m_parent, m_dir, m_command, m_command_procs;
-    std::string m_name, m_path, m_log_prefix;
+    std::string m_name, m_path;
+    Warnings m_warnings;  // a cgroup that could not be removed
     bool m_emptied = false;
     bool m_kill_leftovers = false;  // asked for: --cgroup-parent, a limit, a report
     bool m_left_running = false;  // processes outlived the sandbox in it: not removed
