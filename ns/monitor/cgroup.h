@@ -74,9 +74,9 @@ public:
 
     // The cgroup for a sandbox, or none (fd() < 0) where the caller may not
     // make one in its own cgroup and gave no --cgroup-parent (resource use
-    // is sampled then). Throws UsageError naming the option when
-    // --cgroup-parent is unusable or a limit cannot be set; nothing is left
-    // behind then.
+    // is sampled then). Throws SysError (step "cgroup", the file as path) or
+    // UsageError naming the option when --cgroup-parent is unusable or a limit
+    // cannot be set; nothing is left behind then.
     // log_prefix starts the warning line of a cgroup that could not be removed.
     // report: a --json-status-fd report was asked for.
     static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "");
