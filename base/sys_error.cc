@@ -1,13 +1,29 @@
-// SysError formatting. Pure.
+// SysError formatting, and the monitor's warning lines.
 #include "base/sys_error.h"
+
+#include <unistd.h>
 
 #include <cstring>
 
+#include "base/sys.h"
+
 namespace cocoon {
 
-SysError::SysError(int err, const std::string& context)
-    : std::runtime_error(context + ": " + std::strerror(err)), m_errno(err), m_context(context)
+SysError::SysError(std::string step, int err, const std::string& context, std::string path)
+    : std::runtime_error(context + (path.empty() ? "" : " " + path) + ": " + std::strerror(err)), m_errno(err),
+      m_context(context), m_step(std::move(step)), m_path(std::move(path))
 {
+}
+
+void Warnings::say(const SysError& error, const std::string& outcome)
+{
+    m_last = error;
+    say(error.step(), error.what() + (outcome.empty() ? "" : "; " + outcome));
+}
+
+void Warnings::say(const std::string& step, const std::string& text) const
+{
+    sys::write_all(STDERR_FILENO, m_log_prefix + "cocoon: " + step + ": " + text + "\n");
 }
 
 }  // namespace cocoon

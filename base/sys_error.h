@@ -1,23 +1,32 @@
-// SysError: a failed system call with its errno and what it was working on.
-// Thrown by the wrappers in base/sys.h in every process of cocoon.
+// SysError: a failed system call with its errno, what it was working on and the step it failed
+// in. Thrown by the wrappers in base/sys.h in every process of cocoon; the monitor's warnings
+// after set-up are built from it (Warnings).
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace cocoon {
 
-// what() reads "<context>: <strerror(err)>", e.g. "mount(/newroot/usr): Permission denied".
+// what() reads "<context>[ <path>]: <strerror(err)>", e.g. "mount(/newroot/usr): Permission
+// denied", or with a path, "--cgroup-parent /x: No such file or directory". The step (a set-up
+// step's name, or "login sync", "cgroup", "terminal", "report" after it) is not part of what():
+// set-up's text stays bwrap's. A warning line starts with it (Warnings).
 class SysError : public std::runtime_error {
 public:
-    SysError(int err, const std::string& context);
+    SysError(int err, const std::string& context) : SysError("", err, context) {}
+    SysError(std::string step, int err, const std::string& context, std::string path = "");
     int code() const { return m_errno; }
-    // What was being done, without the strerror part.
+    // What was being done, without the path and the strerror part.
     const std::string& context() const { return m_context; }
+    const std::string& step() const { return m_step; }
+    const std::string& path() const { return m_path; }
 
 private:
     int m_errno;
-    std::string m_context;
+    std::string m_context, m_step, m_path;
 };
 
 // Setup errors that are not a failed call (bad input, a broken rule):
@@ -34,5 +43,22 @@ inline long check(long result, const std::string& context)
         throw SysError(errno, context);
     return result;
 }
+
+// The monitor's warnings: what fails after set-up does not end the run, and is said in one line
+// on stderr, "<log_prefix>cocoon: <step>: <what()>[; <outcome>]" (the outcome: what the user is
+// left with, e.g. "SRC keeps its last saved version").
+class Warnings {
+public:
+    explicit Warnings(std::string log_prefix = "") : m_log_prefix(std::move(log_prefix)) {}
+    void say(const SysError& error, const std::string& outcome = "");
+    // A line that is no failed call (a refusal).
+    void say(const std::string& step, const std::string& text) const;
+    // The last failure said: what a test asserts.
+    const std::optional<SysError>& last() const { return m_last; }
+
+private:
+    std::string m_log_prefix;
+    std::optional<SysError> m_last;
+};
 
 }  // namespace cocoon

@@ -117,7 +117,7 @@ ErrorMsg error_message(const std::exception& e, const std::string& step)
 void rethrow(const ErrorMsg& msg)
 {
     if (msg.err != 0)
-        throw SysError(msg.err, msg.text);
+        throw SysError(msg.step, msg.err, msg.text);
     throw UsageError(msg.text);
 }
 

@@ -16,7 +16,7 @@
 namespace cocoon::ns {
 
 // Setup failed in the sandbox. The monitor rebuilds the exception: a
-// SysError(err, text) when err is set (text is its context, without the
+// SysError(step, err, text) when err is set (text is its context, without the
 // strerror part), else a UsageError(text). step names the launch step, for
 // failures that are neither (their text is prefixed with it).
 struct ErrorMsg {

@@ -28,12 +28,7 @@
 namespace cocoon::ns {
 namespace {
 
-// A cgroup file's content, or "" when it is not there (a controller that
-// does not run here) or cannot be read.
-std::string read_at(int dir, const char* name)
-{
-    return sys::read_small(dir, name, 4096);
-}
+constexpr const char* kStep = "cgroup";  // the step its errors and warnings name
 
 // Writes one value to a cgroup file; the errno, or 0.
 int write_at(int dir, const char* name, const std::string& value)
@@ -74,32 +69,24 @@ std::optional<uint64_t> number(const std::string& text)
     return std::strtoull(text.c_str(), nullptr, 10);
 }
 
-// Whether this process may make a cgroup in dir and move processes between
-// it and dir: dir and its cgroup.procs writable.
-bool writable_cgroup(const std::string& dir)
-{
-    return ::access(dir.c_str(), W_OK) == 0 && ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
-}
-
 // Removes the cgroup `name` under parent and every cgroup the sandbox made
 // below it, depth first. rmdir can race the last exit's bookkeeping: a few
-// short tries each. Returns "" or what could not be removed, and why.
+// short tries each. Returns what could not be removed, and why, if anything.
 // Security: the depth is bounded by cgroup.max.descendants, set at make.
-std::string remove_tree(int parent, const std::string& name, const std::string& path)
+std::optional<SysError> remove_tree(int parent, const std::string& name, const std::string& path)
 {
-    // Start-up speed: most trees are the sandbox's cgroup and its empty leaf.
-    if (name.rfind("cocoon-", 0) == 0) {
-        if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)})
-            ::unlinkat(dir.get(), kCommandCgroup, AT_REMOVEDIR);
+    std::optional<SysError> failed;
+    if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
+        // Start-up speed: most trees are the sandbox's cgroup and its empty leaf, gone without a
+        // listing.
+        ::unlinkat(dir.get(), kCommandCgroup, AT_REMOVEDIR);
         if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0)
-            return "";
-    }
-    std::string failed;
-    if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)})
+            return std::nullopt;
         for (const sys::DirEntry& child : sys::list_dir(dir.get()))
             if (child.type == DT_DIR)
-                if (std::string why = remove_tree(dir.get(), child.name, path + "/" + child.name); failed.empty())
+                if (auto why = remove_tree(dir.get(), child.name, path + "/" + child.name); !failed)
                     failed = why;
+    }
     for (int i = 0; i < 50; ++i) {
         if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT)
             return failed;
@@ -107,7 +94,8 @@ std::string remove_tree(int parent, const std::string& name, const std::string& 
             break;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    return failed.empty() ? path + ": " + std::strerror(errno) : failed;
+    const int err = errno;
+    return failed ? failed : SysError(kStep, err, "can't remove the sandbox's cgroup", path);
 }
 
 // Removes the cgroups of earlier sandboxes whose cocoon was killed: their
@@ -123,6 +111,123 @@ void remove_stale(int parent)
             S_ISDIR(st.st_mode) && now - st.st_mtime >= 60)
             remove_tree(parent, e.name, e.name);
     }
+}
+
+// Where the sandbox's cgroup goes: --cgroup-parent, else the caller's own cgroup; nullopt where
+// the caller may make none there (resource use is sampled then). Throws UsageError when a limit
+// was asked for and there is nowhere to set it.
+std::optional<std::string> parent_dir(const CgroupOptions& options, bool& nsdelegate)
+{
+    if (options.parent)
+        return options.parent;
+    // Security: a sandbox left in the caller's cgroup has it as the root
+    // of every cgroup namespace the agent makes: its cgroup.kill and
+    // cgroup.freeze would reach the caller and everything beside it,
+    // wherever the caller's uid may write them. So wherever the caller
+    // may make a cgroup in its own (its uid may write there: root, or a
+    // delegated cgroup), the sandbox gets one below it, with or without
+    // a report. Where it may not, neither may the agent (same uid), save
+    // for a root caller whose cgroup2 is read-only or missing:
+    // --host-user closes that (SECURITY.md).
+    OwnCgroup own = own_cgroup();
+    if (own.mount.empty() || !own.writable) {
+        // The option a failure names: the limit the user asked for.
+        const char* what = options.memory_max ? "--memory-max" : "--pids-max";
+        if (options.has_limit())
+            throw UsageError(std::string(what) + ": no cgroup v2 to set it in (" +
+                             (own.mount.empty() ? std::string("cgroup2 is not mounted")
+                                                : "the caller may not write its cgroup " + own.dir) +
+                             "); give --cgroup-parent DIR");
+        return std::nullopt;
+    }
+    nsdelegate = own.nsdelegate;
+    return own.dir;
+}
+
+// The parent's directory fd, which every later step works in; `label` names it in errors.
+UniqueFd open_parent(const std::string& parent, const std::string& label)
+{
+    UniqueFd fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd)
+        throw SysError(kStep, errno, label, parent);
+    struct statfs fs {};
+    if (::fstatfs(fd.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+        throw UsageError(label + " " + parent + ": not a cgroup v2 directory");
+    return fd;
+}
+
+// The controllers a limit or the report needs, enabled for the parent's
+// children where they run here. Enabling fails in a cgroup that has
+// processes of its own (cgroup v2's rule), as a delegated own cgroup has:
+// the report then samples what the cgroup cannot give.
+void enable_controllers(int parent_fd, const std::string& parent, const CgroupOptions& options)
+{
+    const std::string available = sys::read_small(parent_fd, "cgroup.controllers", 4096);
+    for (auto [name, limited] :
+         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
+        const std::string option = std::string("--") + name + "-max";
+        if (limited && !has_word(available, name))
+            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
+                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
+        if (!has_word(available, name) || has_word(sys::read_small(parent_fd, "cgroup.subtree_control", 4096), name))
+            continue;
+        if (int err = write_at(parent_fd, "cgroup.subtree_control", std::string("+") + name); err && limited)
+            throw SysError(kStep, err, option + ": can't enable the " + name + " controller in",
+                           parent + "/cgroup.subtree_control");
+    }
+}
+
+// Makes and opens the sandbox's cgroup under parent_fd: cocoon-PID; where a
+// cgroup of that name is left (a killed cocoon of the same pid, or one of
+// another PID namespace: a container's pid 2, alive), cocoon-PID-N: a
+// leftover never blocks a start, nor is it touched. 0, or the errno.
+int make_own(int parent_fd, std::string& name, UniqueFd& dir)
+{
+    int made = -1;
+    for (int n = 0; made < 0 && (n == 0 || errno == EEXIST) && n < 100; ++n) {
+        name = "cocoon-" + std::to_string(::getpid()) + (n ? "-" + std::to_string(n) : "");
+        made = ::mkdirat(parent_fd, name.c_str(), 0755);
+    }
+    if (made == 0)
+        dir.reset(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir)
+        return 0;
+    const int err = errno;
+    if (made == 0)
+        ::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR);
+    return err;
+}
+
+// Security: the command and everything it starts live in a leaf below
+// the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
+// above, out of their view, so they can neither move nor freeze it, and
+// the cgroup.procs fd PID 2 moves itself with was opened here (the
+// kernel checks a cgroup.procs write against its opener).
+void make_command_leaf(int dir, const std::string& path, const std::string& where, UniqueFd& leaf, UniqueFd& procs)
+{
+    const std::string leaf_path = path + "/" + kCommandCgroup;
+    if (::mkdirat(dir, kCommandCgroup, 0755) < 0)
+        throw SysError(kStep, errno, where + ": can't make", leaf_path);
+    leaf.reset(::openat(dir, kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (leaf)
+        procs.reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!procs)
+        throw SysError(kStep, errno, where + ": can't open", leaf ? leaf_path + "/cgroup.procs" : leaf_path);
+}
+
+void set_limits(int dir, const std::string& path, const std::string& where, const CgroupOptions& options)
+{
+    auto set = [&](const std::string& option, const char* file, uint64_t value) {
+        if (int err = write_at(dir, file, std::to_string(value)))
+            throw SysError(kStep, err, option + ": can't write", path + "/" + file);
+    };
+    // Security: the cgroups the agent may make below its own are bounded
+    // (each is kernel memory, and removal walks them).
+    set(where, "cgroup.max.descendants", kMaxDescendants);
+    if (options.memory_max)
+        set("--memory-max", "memory.max", *options.memory_max);
+    if (options.pids_max)
+        set("--pids-max", "pids.max", *options.pids_max);
 }
 
 }  // namespace
@@ -166,7 +271,9 @@ OwnCgroup own_cgroup()
     constexpr size_t kMax = size_t{16} << 20;
     OwnCgroup own = parse_own_cgroup(sys::read_small(AT_FDCWD, "/proc/self/mountinfo", kMax),
                                      sys::read_small(AT_FDCWD, "/proc/self/cgroup", kMax));
-    own.writable = !own.dir.empty() && writable_cgroup(own.dir);
+    // The caller may make a cgroup there and move processes between it and its own.
+    own.writable = !own.dir.empty() && ::access(own.dir.c_str(), W_OK) == 0 &&
+                   ::access((own.dir + "/cgroup.procs").c_str(), W_OK) == 0;
     return own;
 }
 
@@ -188,132 +295,10 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
-namespace {
-
-// Where the sandbox's cgroup goes: --cgroup-parent, else the caller's own cgroup; nullopt where
-// the caller may make none there (resource use is sampled then). Throws UsageError when a limit
-// was asked for and there is nowhere to set it.
-std::optional<std::string> parent_dir(const CgroupOptions& options, bool& nsdelegate)
-{
-    if (options.parent)
-        return options.parent;
-    // Security: a sandbox left in the caller's cgroup has it as the root
-    // of every cgroup namespace the agent makes: its cgroup.kill and
-    // cgroup.freeze would reach the caller and everything beside it,
-    // wherever the caller's uid may write them. So wherever the caller
-    // may make a cgroup in its own (its uid may write there: root, or a
-    // delegated cgroup), the sandbox gets one below it, with or without
-    // a report. Where it may not, neither may the agent (same uid), save
-    // for a root caller whose cgroup2 is read-only or missing:
-    // --host-user closes that (SECURITY.md).
-    OwnCgroup own = own_cgroup();
-    if (own.mount.empty() || !own.writable) {
-        // The option a failure names: the limit the user asked for.
-        const char* what = options.memory_max ? "--memory-max" : "--pids-max";
-        if (options.has_limit())
-            throw UsageError(std::string(what) + ": no cgroup v2 to set it in (" +
-                             (own.mount.empty() ? std::string("cgroup2 is not mounted")
-                                                : "the caller may not write its cgroup " + own.dir) +
-                             "); give --cgroup-parent DIR");
-        return std::nullopt;
-    }
-    nsdelegate = own.nsdelegate;
-    return own.dir;
-}
-
-// The parent's directory fd, which every later step works in; `where` names it in errors.
-UniqueFd open_parent(const std::string& parent, const std::string& where)
-{
-    UniqueFd fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd)
-        throw UsageError(where + ": " + std::strerror(errno));
-    struct statfs fs {};
-    if (::fstatfs(fd.get(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
-        throw UsageError(where + ": not a cgroup v2 directory");
-    return fd;
-}
-
-// The controllers a limit or the report needs, enabled for the parent's
-// children where they run here. Enabling fails in a cgroup that has
-// processes of its own (cgroup v2's rule), as a delegated own cgroup has:
-// the report then samples what the cgroup cannot give.
-void enable_controllers(int parent_fd, const std::string& parent, const CgroupOptions& options)
-{
-    const std::string available = read_at(parent_fd, "cgroup.controllers");
-    for (auto [name, limited] :
-         {std::pair{"memory", options.memory_max.has_value()}, std::pair{"pids", options.pids_max.has_value()}}) {
-        const std::string option = std::string("--") + name + "-max";
-        if (limited && !has_word(available, name))
-            throw UsageError(option + ": the cgroup v2 " + name + " controller is not available in " + parent +
-                             " (cgroup.controllers: \"" + available.substr(0, available.find('\n')) + "\")");
-        if (!has_word(available, name) || has_word(read_at(parent_fd, "cgroup.subtree_control"), name))
-            continue;
-        if (int err = write_at(parent_fd, "cgroup.subtree_control", std::string("+") + name); err && limited)
-            throw UsageError(option + ": can't enable the " + name + " controller in " + parent +
-                             "/cgroup.subtree_control: " + std::strerror(err));
-    }
-}
-
-// Makes and opens the sandbox's cgroup under parent_fd: cocoon-PID; where a
-// cgroup of that name is left (a killed cocoon of the same pid, or one of
-// another PID namespace: a container's pid 2, alive), cocoon-PID-N: a
-// leftover never blocks a start, nor is it touched. 0, or the errno.
-int make_own(int parent_fd, std::string& name, UniqueFd& dir)
-{
-    name = "cocoon-" + std::to_string(::getpid());
-    int made = ::mkdirat(parent_fd, name.c_str(), 0755);
-    for (int n = 1; made < 0 && errno == EEXIST && n < 100; ++n) {
-        name = "cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(n);
-        made = ::mkdirat(parent_fd, name.c_str(), 0755);
-    }
-    if (made == 0)
-        dir.reset(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir)
-        return 0;
-    const int err = errno;
-    if (made == 0)
-        ::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR);
-    return err;
-}
-
-// Security: the command and everything it starts live in a leaf below
-// the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
-// above, out of their view, so they can neither move nor freeze it, and
-// the cgroup.procs fd PID 2 moves itself with was opened here (the
-// kernel checks a cgroup.procs write against its opener).
-void make_command_leaf(int dir, const std::string& path, const std::string& where, UniqueFd& leaf, UniqueFd& procs)
-{
-    const std::string leaf_path = path + "/" + kCommandCgroup;
-    if (::mkdirat(dir, kCommandCgroup, 0755) < 0)
-        throw SysError(errno, where + ": can't make " + leaf_path);
-    leaf.reset(::openat(dir, kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!leaf)
-        throw SysError(errno, where + ": can't open " + leaf_path);
-    procs.reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    if (!procs)
-        throw SysError(errno, where + ": can't open " + leaf_path + "/cgroup.procs");
-}
-
-void set_limits(int dir, const std::string& path, const std::string& where, const CgroupOptions& options)
-{
-    // Security: the cgroups the agent may make below its own are bounded
-    // (each is kernel memory, and removal walks them).
-    if (int err = write_at(dir, "cgroup.max.descendants", std::to_string(kMaxDescendants)))
-        throw SysError(err, where + ": can't write " + path + "/cgroup.max.descendants");
-    if (options.memory_max)
-        if (int err = write_at(dir, "memory.max", std::to_string(*options.memory_max)))
-            throw UsageError("--memory-max: can't write " + path + "/memory.max: " + std::strerror(err));
-    if (options.pids_max)
-        if (int err = write_at(dir, "pids.max", std::to_string(*options.pids_max)))
-            throw UsageError("--pids-max: can't write " + path + "/pids.max: " + std::strerror(err));
-}
-
-}  // namespace
-
 SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
 {
     SandboxCgroup cg;
-    cg.m_log_prefix = std::move(log_prefix);
+    cg.m_warnings = Warnings(std::move(log_prefix));
     // Only a cgroup asked for (a parent, a limit, a report) ends what a
     // sandbox without a PID namespace leaves running; unasked, the sandbox
     // keeps bwrap's rule (a background process outlives it).
@@ -321,13 +306,14 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     const std::optional<std::string> parent = parent_dir(options, cg.m_nsdelegate);
     if (!parent)
         return cg;  // sampled
-    const std::string where = options.parent ? "--cgroup-parent " + *parent : "the caller's cgroup " + *parent;
-    cg.m_parent = open_parent(*parent, where);
+    const std::string label = options.parent ? "--cgroup-parent" : "the caller's cgroup";
+    const std::string where = label + " " + *parent;
+    cg.m_parent = open_parent(*parent, label);
     enable_controllers(cg.m_parent.get(), *parent, options);
     remove_stale(cg.m_parent.get());
     if (int err = make_own(cg.m_parent.get(), cg.m_name, cg.m_dir)) {
         if (options.parent || options.has_limit())
-            throw UsageError(where + ": can't make a cgroup in it: " + std::strerror(err));
+            throw SysError(kStep, err, where + ": can't make", *parent + "/" + cg.m_name);
         return SandboxCgroup();  // sampled
     }
     cg.m_path = *parent + "/" + cg.m_name;
@@ -373,7 +359,7 @@ void SandboxCgroup::empty_out()
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (populated() && std::chrono::steady_clock::now() < deadline) {
         if (!kill_file) {
-            std::istringstream procs(read_at(m_dir.get(), "cgroup.procs"));
+            std::istringstream procs(sys::read_small(m_dir.get(), "cgroup.procs", 4096));
             for (pid_t pid; procs >> pid;)
                 ::kill(pid, SIGKILL);
         }
@@ -387,14 +373,14 @@ void SandboxCgroup::account(Usage& usage) const
 {
     if (!m_dir)
         return;
-    const std::string cpu = read_at(m_dir.get(), "cpu.stat");
+    const std::string cpu = sys::read_small(m_dir.get(), "cpu.stat", 4096);
     auto user = keyed(cpu, "user_usec"), system = keyed(cpu, "system_usec");
     if (!user || !system)
         return;  // sampled, all of it
     usage.cpu_user_us = *user;
     usage.cpu_system_us = *system;
-    auto memory = number(read_at(m_dir.get(), "memory.peak"));
-    auto pids = number(read_at(m_dir.get(), "pids.peak"));
+    auto memory = number(sys::read_small(m_dir.get(), "memory.peak", 4096));
+    auto pids = number(sys::read_small(m_dir.get(), "pids.peak", 4096));
     if (memory)
         usage.memory_peak_bytes = *memory;
     if (pids)
@@ -412,10 +398,8 @@ SandboxCgroup::~SandboxCgroup()
     m_command_procs.reset();
     if (m_left_running)
         return;
-    if (std::string failed = remove_tree(m_parent.get(), m_name, m_path); !failed.empty()) {
-        const std::string line = m_log_prefix + "cocoon: can't remove the sandbox's cgroup " + failed + "\n";
-        (void)!::write(STDERR_FILENO, line.data(), line.size());
-    }
+    if (std::optional<SysError> failed = remove_tree(m_parent.get(), m_name, m_path))
+        m_warnings.say(*failed);
 }
 
 }  // namespace cocoon::ns

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "base/sys_error.h"
 #include "base/unique_fd.h"
 
 namespace cocoon::ns {
@@ -73,9 +74,9 @@ public:
 
     // The cgroup for a sandbox, or none (fd() < 0) where the caller may not
     // make one in its own cgroup and gave no --cgroup-parent (resource use
-    // is sampled then). Throws UsageError naming the option when
-    // --cgroup-parent is unusable or a limit cannot be set; nothing is left
-    // behind then.
+    // is sampled then). Throws SysError (step "cgroup", the file as path) or
+    // UsageError naming the option when --cgroup-parent is unusable or a limit
+    // cannot be set; nothing is left behind then.
     // log_prefix starts the warning line of a cgroup that could not be removed.
     // report: a --json-status-fd report was asked for.
     static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "");
@@ -116,7 +117,8 @@ public:
 
 private:
     UniqueFd m_parent, m_dir, m_command, m_command_procs;
-    std::string m_name, m_path, m_log_prefix;
+    std::string m_name, m_path;
+    Warnings m_warnings;  // a cgroup that could not be removed
     bool m_emptied = false;
     bool m_kill_leftovers = false;  // asked for: --cgroup-parent, a limit, a report
     bool m_left_running = false;  // processes outlived the sandbox in it: not removed

@@ -47,10 +47,9 @@ std::optional<int> CommandWatch::on_timer()
     const pid_t pid = sys::pidfd_pid(m_pidfd.get());
     if (pid <= 0)
         return std::nullopt;
-    int dir = ::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0)
+    UniqueFd proc(::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!proc)
         return std::nullopt;  // reaped: PID 1 is at work
-    UniqueFd proc(dir);
     // The directory is the command's: the pidfd still names a process (a zombie until reaped),
     // so its pid was not reused between the two calls.
     if (::syscall(SYS_pidfd_send_signal, m_pidfd.get(), 0, nullptr, 0) != 0)

@@ -26,7 +26,8 @@ void run_events(const std::vector<EventSource>& sources, const std::function<boo
             try {
                 sources[i].ready(fds[i].revents);
             } catch (const SysError& e) {
-                throw SysError(e.code(), std::string(sources[i].name) + ": " + e.context());
+                // The source is the step of what fails in it, and its name starts the text.
+                throw SysError(sources[i].name, e.code(), std::string(sources[i].name) + ": " + e.context(), e.path());
             }
         }
     }

@@ -16,23 +16,20 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
+#include "ns/monitor/stop.h"
 
 namespace cocoon::ns {
 namespace {
 
-// How long DEST (or SRC) must stay untouched after a writer closed or renamed
-// it before a version is taken: a writer that saves in several steps is done
-// by then, and a renewal reaches SRC well within a second.
-constexpr auto kQuiet = std::chrono::milliseconds(150);
 // Security: the agent makes as many events as it likes (writes beside DEST, renames over it), so
 // the monitor reads them at most every kRest, and the kernel merges repeats meanwhile (an event
 // like the last one queued is not added); a queue that overflows means "look at everything".
@@ -44,6 +41,19 @@ constexpr auto kSaveGap = std::chrono::milliseconds(1000);
 
 constexpr uint32_t kDestEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY | IN_CREATE | IN_Q_OVERFLOW;
 constexpr uint32_t kSrcEvents = IN_CLOSE_WRITE | IN_MOVED_TO;
+// A file (SRC or DEST) is opened without following a link, blocking, or taking a terminal.
+constexpr int kOpenFile = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+
+// The warnings' step, and what a failed write-back leaves.
+constexpr const char* kStep = "login sync";
+constexpr const char* kKept = "SRC keeps its last saved version";
+
+// The sync's error for the call that just failed on path (errno is read first).
+SysError failed(const std::string& option, const char* what, const std::string& path)
+{
+    const int err = errno;
+    return SysError(kStep, err, option + ": " + what, path);
+}
 
 std::pair<std::string, std::string> split(const std::string& path)
 {
@@ -53,17 +63,20 @@ std::pair<std::string, std::string> split(const std::string& path)
     return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// Reads at most kLoginFileMax + 1 bytes (one more shows an oversized file).
-bool read_capped(int fd, std::string& out)
-{
-    return sys::read_up_to(fd, kLoginFileMax + 1, out);
-}
-
 bool same_version(const struct stat& a, const struct stat& b)
 {
     return a.st_ino == b.st_ino && a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
            a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
            a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Reads the file at fd (as `opened` was before) whole, at most kLoginFileMax bytes (one more
+// shows an oversized file): false if a read fails or the file changed while it was read.
+bool read_stable(int fd, const struct stat& opened, std::string& out)
+{
+    struct stat after;
+    return sys::read_up_to(fd, kLoginFileMax + 1, out) && out.size() <= kLoginFileMax && ::fstat(fd, &after) == 0 &&
+           same_version(opened, after) && out.size() == static_cast<size_t>(after.st_size);
 }
 
 // Why a file at DEST is refused, or "" for a regular file cocoon may read.
@@ -90,20 +103,15 @@ std::string refusal(const struct stat& st, dev_t dir_dev)
     return "";
 }
 
-// Why the file at SRC is refused, or "": SRC must be a regular file with one
-// link, owned by the caller. Security: a hard link (to a file of the caller's
-// elsewhere on the filesystem) or another user's file at SRC's name would be
-// read into the sandbox; its write-back replaces only the name.
+// Why the file at SRC is refused, or "": SRC must be owned by the caller, and a file DEST may
+// be. Security: a hard link (to a file of the caller's elsewhere on the filesystem) or another
+// user's file at SRC's name would be read into the sandbox; its write-back replaces only the name.
 std::string source_refusal(const struct stat& st)
 {
-    if (!S_ISREG(st.st_mode))
-        return "not a regular file";
-    if (st.st_nlink != 1)
-        return "a file with " + std::to_string(st.st_nlink) + " hard links";
     if (st.st_uid != ::geteuid())
         return "owned by uid " + std::to_string(st.st_uid) + ", not by the caller (uid " + std::to_string(::geteuid()) +
                ")";
-    return "";
+    return refusal(st, st.st_dev);
 }
 
 // A write-back killed between linkat and renameat leaves its temp file
@@ -123,7 +131,7 @@ void remove_stale_temps(int dir, const std::string& name)
 }  // namespace
 
 LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix, bool no_follow)
-    : m_log_prefix(std::move(log_prefix))
+    : m_warnings(std::move(log_prefix))
 {
     if (files.empty())
         return;
@@ -133,7 +141,9 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
     for (const LoginFile& file : files) {
         Entry e;
         e.option = "--login-file " + file.source + " " + file.dest;
+        e.dest_path = file.dest;
         auto [dir, name] = split(file.source);
+        e.src_dir_path = dir;
         if (name.empty() || name == "." || name == "..")
             throw UsageError(e.option + ": SRC must name a file");
         // Security: SRC's directory is opened once, here, and held for the
@@ -147,15 +157,14 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
             throw UsageError(e.option + ": a component of " + dir +
                              " is a symbolic link (refused by --no-follow-sources); pass the real path");
         if (err < 0)
-            throw SysError(-err, e.option + ": can't open the directory " + dir);
+            throw SysError(kStep, -err, e.option + ": can't open the directory", dir);
         // The write-back makes a temp file there and renames it over SRC.
         if (::faccessat(e.src_dir.get(), ".", W_OK | X_OK, AT_EACCESS) < 0)
             throw SysError(errno, e.option + ": the directory " + dir + " must be writable");
         // Security: SRC itself is never followed. A link at SRC (to
         // ~/.ssh/authorized_keys, say) would be read as the login file and
         // every renewal saved over the file it names.
-        UniqueFd src(
-            ::openat(e.src_dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+        UniqueFd src(::openat(e.src_dir.get(), name.c_str(), kOpenFile));
         if (!src && errno == ELOOP)
             throw UsageError(e.option + ": " + file.source +
                              " is a symbolic link; pass the real path of the file it names");
@@ -165,7 +174,7 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
         check(::fstat(src.get(), &st), e.option);
         if (std::string why = source_refusal(st); !why.empty())
             throw UsageError(e.option + ": " + file.source + " is " + why);
-        if (!read_capped(src.get(), e.synced))
+        if (!sys::read_up_to(src.get(), kLoginFileMax + 1, e.synced))
             throw SysError(errno, e.option);
         if (e.synced.size() > kLoginFileMax)
             throw UsageError(e.option + ": " + file.source + " is larger than 1 MiB");
@@ -200,38 +209,21 @@ void LoginFiles::add_sandbox_dir(size_t index, UniqueFd dir)
         check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kDestEvents), e.option + ": inotify_add_watch"));
 }
 
-void LoginFiles::warn(const Entry& e, const std::string& text) const
-{
-    sys::write_all(STDERR_FILENO, m_log_prefix + "cocoon: " + e.option + ": " + text + "\n");
-}
-
-void LoginFiles::arm()
-{
-    arm_at(Clock::now() + kQuiet);
-}
-
-void LoginFiles::arm_at(Clock::time_point when)
+void LoginFiles::arm(Clock::time_point when)
 {
     m_check_at = when;
     set_timer();
 }
 
-// The timer runs to the nearer of the rest's end and the next check.
+// The timer runs to the nearer of the rest's end and the next check. With neither it is left
+// as it is: a late ring finds nothing to do.
 void LoginFiles::set_timer()
 {
     std::optional<Clock::time_point> next = m_check_at;
     if (m_resting && (!next || m_rest_until < *next))
         next = m_rest_until;
-    itimerspec spec{};
-    if (next) {
-        // steady_clock is CLOCK_MONOTONIC, the timer's clock.
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(next->time_since_epoch()).count();
-        spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-        spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-        if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
-            spec.it_value.tv_nsec = 1;  // zero would disarm
-    }
-    ::timerfd_settime(m_timer.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
+    if (next)
+        ns::arm(m_timer.get(), std::max(0.0, std::chrono::duration<double>(*next - Clock::now()).count()));
 }
 
 void LoginFiles::on_events()
@@ -318,7 +310,7 @@ void LoginFiles::finish()
 // only if the file did not change while it was read.
 LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& out)
 {
-    struct stat dir, before, opened, after;
+    struct stat dir, before, opened;
     if (::fstat(e.dest_dir.get(), &dir) < 0)
         return Read::Missing;
     if (::fstatat(e.dest_dir.get(), e.dest_name.c_str(), &before, AT_SYMLINK_NOFOLLOW) < 0)
@@ -327,21 +319,20 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
         // One line for each thing put at DEST, however many events it made.
         std::string said = why + " " + std::to_string(before.st_ino);
         if (need_close && said != e.refused)
-            warn(e, "DEST is " + why + ": refused, and SRC keeps its last saved version");
+            m_warnings.say(kStep, e.option + ": DEST is " + why + ": refused, and " + kKept);
         e.refused = std::move(said);
         return Read::Refused;
     }
     e.refused.clear();
     if (need_close && !e.dest_closed)
         return Read::Wait;  // made, not yet written and closed
-    UniqueFd fd(
-        ::openat(e.dest_dir.get(), e.dest_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    UniqueFd fd(::openat(e.dest_dir.get(), e.dest_name.c_str(), kOpenFile));
     if (!fd && errno == ENOENT)
         return Read::Missing;
     if (!fd && errno != ELOOP) {
         // Not retried: a mode that keeps cocoon out stays until the command changes it.
         if (need_close)
-            warn(e, std::string("can't open DEST (") + std::strerror(errno) + "); SRC keeps its last saved version");
+            m_warnings.say(failed(e.option, "can't open DEST", e.dest_path), kKept);
         return Read::Refused;
     }
     if (!fd)
@@ -364,10 +355,7 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
         // Otherwise (leases off: fs.leases-enable=0) only the close and the
         // stable read below stand for it.
     }
-    if (!read_capped(fd.get(), out) || out.size() > kLoginFileMax)
-        return Read::Unstable;
-    if (::fstat(fd.get(), &after) < 0 || !same_version(opened, after) ||
-        out.size() != static_cast<size_t>(after.st_size))
+    if (!read_stable(fd.get(), opened, out))
         return Read::Unstable;
     if (leased && ::fcntl(fd.get(), F_GETLEASE) != F_RDLCK)
         return Read::Unstable;  // a writer opened DEST while it was read
@@ -390,12 +378,16 @@ void LoginFiles::check_dest(Entry& e, bool final)
         return;  // a writer holds DEST open: its close is the next event
     if (r == Read::Ok && content != e.synced) {
         if (!final && Clock::now() < e.saved_at + kSaveGap) {
-            arm_at(e.saved_at + kSaveGap);  // saved a moment ago: this version waits its turn
+            arm(e.saved_at + kSaveGap);  // saved a moment ago: this version waits its turn
             return;
         }
-        if (!save_to_source(e, content, final)) {
-            arm();  // SRC's directory is locked: the version is saved at a later tick
-            return;
+        try {
+            if (!save_to_source(e, content, final)) {
+                arm();  // SRC's directory is locked: the version is saved at a later tick
+                return;
+            }
+        } catch (const SysError& error) {
+            m_warnings.say(error, kKept);
         }
         e.saved_at = Clock::now();
     }
@@ -415,21 +407,21 @@ void LoginFiles::check_dest(Entry& e, bool final)
 // open (a worktree), and an agent holding a lock on it must not stall the
 // monitor's loop (signals, --kill-after, the relay). Other cocoons hold it
 // for one write-back; at the end (final) it is tried for up to a second.
+// Throws SysError for the step that failed; SRC is then untouched.
 bool LoginFiles::save_to_source(Entry& e, const std::string& content, bool final)
 {
     const int dir = e.src_dir.get();
-    for (int tries = 0; ::flock(dir, LOCK_EX | LOCK_NB) < 0; ++tries) {
-        if (errno == EWOULDBLOCK && !final)
+    // The lock is on a description of its own (the held directory, reopened), so it ends with it.
+    UniqueFd lock(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for (int tries = 0; !lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) < 0; ++tries) {
+        if (lock && errno == EWOULDBLOCK && !final)
             return false;
-        if (errno == EWOULDBLOCK && tries < 100) {
+        if (lock && errno == EWOULDBLOCK && tries < 100) {
             ::usleep(10000);
             continue;
         }
-        if (errno != EINTR) {
-            warn(e, std::string("can't lock SRC's directory (") + std::strerror(errno) +
-                        "); SRC keeps its last saved version");
-            return true;
-        }
+        if (!lock || errno != EINTR)
+            throw failed(e.option, "can't lock SRC's directory", e.src_dir_path);
     }
     // The host's user may have changed SRC's mode or group meanwhile; what
     // is at SRC's name counts only if it is still a file SRC may be.
@@ -441,54 +433,52 @@ bool LoginFiles::save_to_source(Entry& e, const std::string& content, bool final
     static unsigned counter = 0;
     const std::string temp =
         "." + e.src_name + ".cocoon-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    const std::string temp_path = e.src_dir_path + "/" + temp;
     // O_TMPFILE: the file has no name until it is whole; a named temp where
     // the filesystem has no O_TMPFILE.
-    bool anonymous = true;
     UniqueFd fd(::openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+    bool named = false;
     if (!fd) {
-        anonymous = false;
         fd.reset(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        named = fd.valid();
     }
-    if (fd)
-        keep_group(e, fd.get());
-    std::string failed;
-    if (!fd)
-        failed = "create a temp file";
-    else if (!sys::write_all(fd.get(), content))
-        failed = "write the temp file";
-    else if (::fchmod(fd.get(), e.src_mode) < 0)
-        failed = "give the temp file SRC's mode";
-    else if (::fsync(fd.get()) < 0)
-        failed = "fsync the temp file";
-    else if (anonymous && ::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(fd.get())).c_str(), dir, temp.c_str(),
-                                   AT_SYMLINK_FOLLOW) < 0)
-        failed = "link the temp file";
-    else if (::renameat(dir, temp.c_str(), dir, e.src_name.c_str()) < 0)
-        failed = "rename the temp file over SRC";
-    if (!failed.empty()) {
-        const int err = errno;
-        if (fd && (!anonymous || failed == "rename the temp file over SRC"))
+    auto step = [&](bool done, const char* what) {
+        if (done)
+            return;
+        SysError error = failed(e.option, what, fd ? temp_path : e.src_dir_path);
+        if (named)
             ::unlinkat(dir, temp.c_str(), 0);
-        warn(e, "can't " + failed + " (" + std::strerror(err) + "); SRC keeps its last saved version");
-    } else {
-        ::fsync(dir);
-        e.synced = content;
+        throw error;
+    };
+    step(fd.valid(), "can't create a temp file in");
+    keep_group(e, fd.get(), temp_path);
+    step(sys::write_all(fd.get(), content), "can't write");
+    step(::fchmod(fd.get(), e.src_mode) == 0, "can't give SRC's mode to");
+    step(::fsync(fd.get()) == 0, "can't fsync");
+    if (!named) {
+        const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+        step(::linkat(AT_FDCWD, proc.c_str(), dir, temp.c_str(), AT_SYMLINK_FOLLOW) == 0, "can't link");
+        named = true;
     }
-    ::flock(dir, LOCK_UN);
+    step(::renameat(dir, temp.c_str(), dir, e.src_name.c_str()) == 0, "can't rename over SRC");
+    ::fsync(dir);
+    e.synced = content;
     return true;
 }
 
 // Gives the temp file SRC's group. A renewal is not lost for a group the
 // caller is not in (an unprivileged caller's SRC of a group it left): it is
 // saved with the caller's group, and that is said once.
-void LoginFiles::keep_group(Entry& e, int fd)
+void LoginFiles::keep_group(Entry& e, int fd, const std::string& path)
 {
     struct stat mine;
     if (::fstat(fd, &mine) < 0 || mine.st_gid == e.src_gid || ::fchown(fd, static_cast<uid_t>(-1), e.src_gid) == 0 ||
         e.group_warned)
         return;
-    warn(e, "can't keep SRC's group " + std::to_string(e.src_gid) + " (" + std::strerror(errno) +
-                "); saved with group " + std::to_string(mine.st_gid) + " and SRC's mode");
+    const int err = errno;
+    m_warnings.say(
+        SysError(kStep, err, e.option + ": can't keep SRC's group " + std::to_string(e.src_gid) + " on", path),
+        "saved with group " + std::to_string(mine.st_gid) + " and SRC's mode");
     e.group_warned = true;
 }
 
@@ -499,14 +489,12 @@ void LoginFiles::check_source(Entry& e)
     if (!e.src_changed || !e.dest_dir)
         return;
     e.src_changed = false;
-    UniqueFd fd(
-        ::openat(e.src_dir.get(), e.src_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    struct stat a, b;
+    UniqueFd fd(::openat(e.src_dir.get(), e.src_name.c_str(), kOpenFile));
+    struct stat st;
     std::string content;
-    if (!fd || ::fstat(fd.get(), &a) < 0 || !source_refusal(a).empty())
+    if (!fd || ::fstat(fd.get(), &st) < 0 || !source_refusal(st).empty())
         return;
-    if (!read_capped(fd.get(), content) || content.size() > kLoginFileMax || ::fstat(fd.get(), &b) < 0 ||
-        !same_version(a, b)) {
+    if (!read_stable(fd.get(), st, content)) {
         e.src_changed = true;  // a writer on the host is at it
         arm();
         return;
@@ -546,6 +534,7 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
 {
     const int dir = e.dest_dir.get();
     const std::string temp = "." + e.dest_name + ".cocoon-in";
+    const std::string temp_path = split(e.dest_path).first + "/" + temp;
     ::unlinkat(dir, temp.c_str(), 0);
     // The new DEST gets the old one's mode and owner (else 0600 and the
     // directory's owner), and is made as that owner: under --host-user the
@@ -562,7 +551,7 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
     UniqueFd fd(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd || !sys::write_all(fd.get(), content) || ::fchmod(fd.get(), mode) < 0 ||
         ::renameat(dir, temp.c_str(), dir, e.dest_name.c_str()) < 0) {
-        warn(e, std::string("can't pass SRC's new version to DEST: ") + std::strerror(errno));
+        m_warnings.say(failed(e.option, "can't pass SRC's new version to DEST through", temp_path));
         ::unlinkat(dir, temp.c_str(), 0);
         return;
     }

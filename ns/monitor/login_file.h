@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/sys_error.h"
 #include "base/unique_fd.h"
 
 namespace cocoon::ns {
@@ -54,6 +55,8 @@ public:
     void on_timer();  // timer_fd is readable: the rest or the quiet period is over
     // The sandbox is gone: save what changed, without waiting.
     void finish();
+    // What failed is said there, never thrown: the sync must not end a run.
+    const Warnings& warnings() const { return m_warnings; }
 
 private:
     struct Entry;
@@ -62,16 +65,19 @@ private:
     void check_dest(Entry& e, bool final);
     void check_source(Entry& e);
     bool save_to_source(Entry& e, const std::string& content, bool final);
-    void keep_group(Entry& e, int fd);
+    void keep_group(Entry& e, int fd, const std::string& path);
     void replace_dest(Entry& e, const std::string& content);
-    void warn(const Entry& e, const std::string& text) const;
     using Clock = std::chrono::steady_clock;
-    void arm();  // a check after the quiet period
-    void arm_at(Clock::time_point when);
+    // How long DEST (or SRC) must stay untouched after a writer closed or renamed
+    // it before a version is taken: a writer that saves in several steps is done
+    // by then, and a renewal reaches SRC well within a second.
+    static constexpr auto kQuiet = std::chrono::milliseconds(150);
+    void arm(Clock::time_point when = Clock::now() + kQuiet);  // a check at `when`
     void set_timer();
 
     struct Entry {
         std::string option;  // "--login-file SRC DEST", for messages
+        std::string src_dir_path, dest_path;  // for messages
         UniqueFd src_dir;  // SRC's directory on the host (O_RDONLY: flock, fsync)
         std::string src_name;
         gid_t src_gid = 0;
@@ -88,7 +94,7 @@ private:
         std::chrono::steady_clock::time_point saved_at{};  // the last write-back (kSaveGap)
     };
     std::vector<Entry> m_entries;
-    std::string m_log_prefix;
+    Warnings m_warnings;
     UniqueFd m_inotify;
     UniqueFd m_timer;
     std::optional<Clock::time_point> m_check_at;  // the next check of DEST and SRC

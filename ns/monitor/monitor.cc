@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -47,8 +48,21 @@ std::string namespace_report(pid_t pid, const NamespacesMsg& ns, bool pretty)
     return out;
 }
 
+// A report to --info-fd or --json-status-fd, if given: a write that fails is said, with the
+// file the fd holds (the monitor's number may be a copy's), and the run goes on.
+void report(Warnings& warnings, int fd, const char* option, const std::string& text)
+{
+    if (fd < 0 || sys::write_all(fd, text))
+        return;
+    const int err = errno;
+    char file[PATH_MAX] = "";
+    (void)!::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), file, sizeof file - 1);
+    warnings.say(SysError("report", err, std::string("can't write ") + option + "'s report to", file));
+}
+
 // What the setup channel told, and what serves the sandbox meanwhile.
 struct SetupState {
+    Warnings warnings;  // the reports' and the terminal's
     std::optional<ErrorMsg> error;
     std::optional<int> command_status;
     std::optional<relay::Worker> worker;
@@ -93,10 +107,8 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
     } else if (auto* status = std::get_if<StatusMsg>(&msg)) {
         state.command_status = status->wait_status;
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
-        if (s.reports.info)
-            sys::write_all(s.reports.info.get(), namespace_report(s.pid, *ns, true));
-        if (s.reports.json_status)
-            sys::write_all(s.reports.json_status.get(), namespace_report(s.pid, *ns, false));
+        report(state.warnings, s.reports.info.get(), "--info-fd", namespace_report(s.pid, *ns, true));
+        report(state.warnings, s.reports.json_status.get(), "--json-status-fd", namespace_report(s.pid, *ns, false));
     } else if (std::holds_alternative<ListenersMsg>(msg) && state.worker &&
                state.listeners_received < process.relays.size() + (process.egress ? 3 : 0)) {
         // One message per --relay, in command-line order, as the pinned sockets are; then
@@ -124,7 +136,7 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
 }
 
 // The exit line of --json-status-fd, and cocoon's exit code.
-int report_exit(Supervised& s, const SetupState& state, const siginfo_t& info)
+int report_exit(Supervised& s, SetupState& state, const siginfo_t& info)
 {
     const int status = state.command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
                                                                                 : info.si_status & 0x7f);
@@ -136,7 +148,7 @@ int report_exit(Supervised& s, const SetupState& state, const siginfo_t& info)
         Usage used = s.usage->finish();
         s.cgroup.account(used);
         line += UsageMeter::json_members(used);
-        sys::write_all(s.reports.json_status.get(), line + " }\n");
+        report(state.warnings, s.reports.json_status.get(), "--json-status-fd", line + " }\n");
     }
     return exit.code;
 }
@@ -151,8 +163,8 @@ int finish(Supervised& s, SetupState& state)
     // Whatever a sandbox without a PID namespace left in its cgroup goes now.
     s.cgroup.empty_out();
     // The sandbox's processes are gone: the caller's terminal as it was.
-    if (std::string failed = s.terminals.restore(); !failed.empty())
-        sys::write_all(STDERR_FILENO, s.plan.log_prefix + "cocoon: " + failed + "\n");
+    if (std::optional<SysError> failed = s.terminals.restore())
+        state.warnings.say(*failed);
     while (auto msg = receive_queued_message(s.sock.get()))
         take_message(*msg, s, state);
     // Every relayed connection ends with the sandbox; the egress log gets each connection's
@@ -172,6 +184,7 @@ int monitor(Supervised s)
 {
     const LaunchPlan& plan = s.plan;
     SetupState state;
+    state.warnings = Warnings(plan.log_prefix);
     start_worker(plan, s.reports, state.worker);
     // The resource report samples the sandbox's memory and tasks: every 100 ms (often enough to
     // see a peak that lasts half a second), or less often where a sample costs more

@@ -12,14 +12,6 @@
 #include "reaper/reaper.h"
 
 namespace cocoon::ns {
-namespace {
-
-bool is_stop_signal(int sig)
-{
-    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
-}
-
-}  // namespace
 
 void send_signal(int pidfd, int sig)
 {
@@ -88,7 +80,7 @@ void StopPath::on_signal()
     const int sig = static_cast<int>(info.ssi_signo);
     if (m_forward)
         send_signal(m_pidfd, sig);
-    if (m_kill_after && is_stop_signal(sig) && !m_timer_armed) {
+    if (m_kill_after && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !m_timer_armed) {
         arm(m_timer.get(), *m_kill_after);
         m_timer_armed = true;
     }

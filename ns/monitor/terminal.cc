@@ -25,25 +25,20 @@ bool same(const termios& a, const termios& b)
 Terminals Terminals::save()
 {
     Terminals out;
-    auto add = [&](int fd, bool owned) {
+    // owned: fd itself is kept (else a copy), or closed with it.
+    auto add = [&](int fd, UniqueFd&& owned) {
         Saved s;
-        if (::tcgetattr(fd, &s.settings) != 0) {
-            if (owned)
-                ::close(fd);
+        if (::tcgetattr(fd, &s.settings) != 0)
             return;
-        }
         struct stat st {};
         if (::fstat(fd, &st) != 0)
             st.st_rdev = 0;
         for (const Saved& other : out.m_saved) {
             struct stat seen {};
-            if (::fstat(other.fd.get(), &seen) == 0 && seen.st_rdev == st.st_rdev) {
-                if (owned)
-                    ::close(fd);
+            if (::fstat(other.fd.get(), &seen) == 0 && seen.st_rdev == st.st_rdev)
                 return;
-            }
         }
-        s.fd.reset(owned ? fd : ::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        s.fd = owned ? std::move(owned) : UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
         if (!s.fd)
             return;
         if (::ioctl(fd, TIOCGETD, &s.discipline) != 0)
@@ -53,45 +48,48 @@ Terminals Terminals::save()
         out.m_saved.push_back(std::move(s));
     };
     for (int fd = 0; fd <= 2; ++fd)
-        add(fd, false);
+        add(fd, UniqueFd());
     // Without --new-session the command reaches the controlling terminal through /dev/tty even
     // when no fd of it is one (ENXIO: there is none).
-    int tty = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-    if (tty >= 0)
-        add(tty, true);
+    if (UniqueFd tty{::open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)})
+        add(tty.get(), std::move(tty));
     return out;
 }
 
-std::string Terminals::restore()
+std::optional<SysError> Terminals::restore()
 {
     if (m_saved.empty())
-        return "";
+        return std::nullopt;
     // A process outside the terminal's foreground group that changes it gets SIGTTOU (and
     // stops) unless the signal is blocked or ignored; blocked, the change is made.
     sigset_t ttou, old;
     sigemptyset(&ttou);
     sigaddset(&ttou, SIGTTOU);
     ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
-    std::string failed;
-    auto check = [&](bool ok, const char* what) {
+    std::optional<SysError> failed;
+    auto check = [&](int fd, bool ok, const char* what) {
         // EIO: the terminal was hung up (closed), nothing left to restore.
-        if (!ok && errno != EIO && failed.empty())
-            failed = std::string("can't restore the terminal's ") + what + ": " + std::strerror(errno);
+        if (ok || errno == EIO || failed)
+            return;
+        const int err = errno;
+        char name[64] = "";
+        ::ttyname_r(fd, name, sizeof name);
+        failed = SysError("terminal", err, std::string("can't restore the ") + what + " of", name);
     };
     for (Saved& s : m_saved) {
         const int fd = s.fd.get();
         // First the line discipline: another one (N_NULL) takes none of the requests below.
         int discipline = 0;
         if (s.discipline >= 0 && ::ioctl(fd, TIOCGETD, &discipline) == 0 && discipline != s.discipline)
-            check(::ioctl(fd, TIOCSETD, &s.discipline) == 0, "line discipline");
+            check(fd, ::ioctl(fd, TIOCSETD, &s.discipline) == 0, "line discipline");
         // Output a TCOOFF stopped resumes (a ^S the user typed is not undone by this).
-        check(::tcflow(fd, TCOON) == 0, "output flow");
+        check(fd, ::tcflow(fd, TCOON) == 0, "output flow");
         int exclusive = 0;
         if (s.exclusive == 0 && ::ioctl(fd, TIOCGEXCL, &exclusive) == 0 && exclusive)
-            check(::ioctl(fd, TIOCNXCL) == 0, "exclusive mode");
+            check(fd, ::ioctl(fd, TIOCNXCL) == 0, "exclusive mode");
         termios now{};
         if (::tcgetattr(fd, &now) == 0 && !same(now, s.settings))
-            check(::tcsetattr(fd, TCSANOW, &s.settings) == 0, "settings");
+            check(fd, ::tcsetattr(fd, TCSANOW, &s.settings) == 0, "settings");
     }
     m_saved.clear();
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);

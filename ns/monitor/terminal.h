@@ -12,24 +12,24 @@
 #include <termios.h>
 #include <sys/ioctl.h>
 
-#include <string>
+#include <optional>
 #include <vector>
 
+#include "base/sys_error.h"
 #include "base/unique_fd.h"
 
 namespace cocoon::ns {
 
 class Terminals {
 public:
-    Terminals() = default;
     // Each distinct terminal among fds 0-2 and the controlling terminal: a copy of the fd and
     // its settings, line discipline and exclusive mode. No terminal: nothing.
     static Terminals save();
     // Puts each one back where it differs, and resumes output a TCOOFF stopped. Call once the
-    // sandbox's processes are gone. Returns a warning line for what could not be put back
-    // (empty if all was), never blocks: SIGTTOU is blocked meanwhile, so a cocoon in the
-    // background restores too.
-    std::string restore();
+    // sandbox's processes are gone. Returns the first failure (step "terminal", the
+    // terminal's name as path), if any; never blocks: SIGTTOU is blocked meanwhile, so a
+    // cocoon in the background restores too.
+    std::optional<SysError> restore();
     // The fds closed, nothing restored (the sandbox's processes drop the monitor's copies).
     void forget() { m_saved.clear(); }
 

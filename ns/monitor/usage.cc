@@ -80,17 +80,20 @@ bool cgroup_pids(int dir, std::vector<pid_t>& out)
     return true;
 }
 
-}  // namespace
-
-UsageMeter::UsageMeter() : m_start(std::chrono::steady_clock::now())
+// Appends the children of every thread of the process at proc_dir, not only of its main one.
+void add_children(int proc_dir, std::vector<pid_t>& todo)
 {
-    rusage before{};
-    ::getrusage(RUSAGE_CHILDREN, &before);
-    m_user_us = micros(before.ru_utime);
-    m_system_us = micros(before.ru_stime);
+    UniqueFd task(::openat(proc_dir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!task)
+        return;
+    for (const sys::DirEntry& tid : sys::list_dir(task.get()))
+        add_pids(sys::read_small(task.get(), (tid.name + "/children").c_str(), 1 << 20), todo);
 }
 
-namespace {
+UniqueFd open_proc(pid_t pid)
+{
+    return UniqueFd(::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
 
 double thread_cpu_seconds()
 {
@@ -100,6 +103,14 @@ double thread_cpu_seconds()
 }
 
 }  // namespace
+
+UsageMeter::UsageMeter() : m_start(std::chrono::steady_clock::now())
+{
+    rusage before{};
+    ::getrusage(RUSAGE_CHILDREN, &before);
+    m_user_us = micros(before.ru_utime);
+    m_system_us = micros(before.ru_stime);
+}
 
 double UsageMeter::next_interval() const
 {
@@ -137,25 +148,6 @@ uint64_t UsageMeter::measure_memory(std::vector<std::pair<pid_t, uint64_t>>& dis
     m_measured = std::move(measured);
     return memory;
 }
-
-namespace {
-
-// Appends the children of every thread of the process at proc_dir, not only of its main one.
-void add_children(int proc_dir, std::vector<pid_t>& todo)
-{
-    UniqueFd task(::openat(proc_dir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!task)
-        return;
-    for (const sys::DirEntry& tid : sys::list_dir(task.get()))
-        add_pids(sys::read_small(task.get(), (tid.name + "/children").c_str(), 1 << 20), todo);
-}
-
-UniqueFd open_proc(pid_t pid)
-{
-    return UniqueFd(::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-}
-
-}  // namespace
 
 void UsageMeter::sample(pid_t pid1, int cgroup, bool whole)
 {

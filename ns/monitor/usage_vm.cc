@@ -14,13 +14,6 @@
 namespace cocoon::ns {
 namespace {
 
-// kcmp(KCMP_VM): 0 the same address space, 1 a's before b's, 2 after; -1 an error (gone,
-// refused).
-long compare_vm(pid_t a, pid_t b)
-{
-    return ::syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
-}
-
 // Whether p shares an address space with one of `spaces` (sorted by compare_vm, one process
 // each); if not, p joins them. nullopt: kcmp failed, p is left out.
 std::optional<bool> shares(pid_t p, std::vector<pid_t>& spaces)
@@ -28,7 +21,9 @@ std::optional<bool> shares(pid_t p, std::vector<pid_t>& spaces)
     size_t low = 0, high = spaces.size();
     while (low < high) {
         const size_t mid = low + (high - low) / 2;
-        const long order = compare_vm(p, spaces[mid]);
+        // kcmp(KCMP_VM): 0 the same address space, 1 p's before the other's, 2 after; -1 an
+        // error (gone, refused).
+        const long order = ::syscall(SYS_kcmp, p, spaces[mid], KCMP_VM, 0, 0);
         if (order == 0)
             return true;
         if (order == 1)

@@ -132,7 +132,9 @@ TEST(LoginFile, HostileDestsAreRefusedWithOneLineEachAndSrcKeepsItsContent)
         for (const std::string& w : warnings)
             if (contains(w, kind)) {
                 ++seen;
-                EXPECT_EQ(w.rfind("cocoon: --login-file " + (dir / "cred") + " " + kDest + ": DEST is ", 0), 0U) << w;
+                EXPECT_EQ(w.rfind("cocoon: login sync: --login-file " + (dir / "cred") + " " + kDest + ": DEST is ", 0),
+                          0U)
+                    << w;
             }
         EXPECT_EQ(seen, 1) << kind << " in:\n" << r.err;
     }
@@ -383,7 +385,13 @@ TEST(LoginFile, ARenewalIsNotLostForAGroupTheCallerIsNotIn)
     EXPECT_EQ(st.st_gid, user->pw_gid);
     EXPECT_EQ(st.st_mode & 07777, 0640U);
     ASSERT_EQ(lines(r.err).size(), 1U) << r.err;
-    EXPECT_TRUE(contains(r.err, "can't keep SRC's group 0")) << r.err;
+    // The line names the step, the temp file the group was refused on, and why.
+    EXPECT_EQ(r.err.rfind("cocoon: login sync: --login-file " + sub + "/cred " + kDest +
+                              ": can't keep SRC's group 0 on " + sub + "/.cred.cocoon-",
+                          0),
+              0U)
+        << r.err;
+    EXPECT_TRUE(contains(r.err, ": Operation not permitted; saved with group ")) << r.err;
 }
 
 TEST(LoginFile, RefusedInputLeavesNothingBehind)
@@ -399,7 +407,7 @@ TEST(LoginFile, RefusedInputLeavesNothingBehind)
         expect_refused(r, {"--login-file", src, dest, why});
     };
     refused(dir / "missing", kDest, "No such file or directory");
-    refused(dir / "sub", kDest, "not a regular file");
+    refused(dir / "sub", kDest, "is a directory");
     refused(dir / "big", kDest, "larger than 1 MiB");
     ASSERT_EQ(::link((dir / "cred").c_str(), (dir / "cred2").c_str()), 0);
     refused(dir / "cred", kDest, "a file with 2 hard links");

@@ -170,6 +170,21 @@ TEST(Usage, TheExitLineReportsWhatTheSandboxUsed)
 // until then is in the report. The command waits until its two busy loops
 // have used 0.3 s of CPU by their own /proc stat (however loaded the host)
 // and prints that figure, which the report must reach.
+// Issue 24, 2: a report that cannot be written ends no run, and each failed write is a warning
+// line that names the step, the option, the file its fd holds and the errno (stdin here, which is
+// read-only: /dev/null or a pipe): the namespaces' line, then the exit line.
+TEST(Usage, AReportThatCannotBeWrittenIsAWarningThatNamesIt)
+{
+    Result r = in_sandbox({"--json-status-fd", "0"}, {"true"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    const std::vector<std::string> warnings = lines(r.err);
+    ASSERT_EQ(warnings.size(), 2U) << r.err;
+    for (const std::string& w : warnings) {
+        EXPECT_EQ(w.rfind("cocoon: report: can't write --json-status-fd's report to ", 0), 0U) << w;
+        EXPECT_TRUE(w.ends_with(": Bad file descriptor")) << w;
+    }
+}
+
 TEST(Usage, LeftoverProcessesCount)
 {
     Result r = in_sandbox({"--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--json-status-fd", "1"}, busy_loops());

@@ -8,6 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "base/sys_error.h"
+
 namespace cocoon::ns {
 namespace {
 
@@ -59,6 +66,24 @@ TEST(StaleCgroupName, OnlyCocoonPidOfAPidThatIsGone)
     for (const char* other : {"cocoon-", "cocoon-12x", "cocoon-e2e-1-2", "cocoonx-5", "other", "cocoon-99999999999",
                               "cocoon-4194305-", "cocoon-4194305-x", "cocoon-4194305-1-2", "cocoon--1"})
         EXPECT_FALSE(is_stale_cgroup_name(other)) << other;
+}
+
+// Issue 24, 2: a --cgroup-parent that is not there, or a file where a directory is expected, is
+// an error that names the step, the errno and the path; its text is the one users saw before.
+TEST(SandboxCgroup, AnUnusableParentIsAnErrorThatNamesIt)
+{
+    for (const auto& [parent, err] :
+         {std::pair<std::string, int>{"/nonexistent-cgroup", ENOENT}, {"/dev/null", ENOTDIR}}) {
+        try {
+            SandboxCgroup::make(CgroupOptions{parent, std::nullopt, std::nullopt}, false);
+            ADD_FAILURE() << parent << " was taken";
+        } catch (const SysError& e) {
+            EXPECT_EQ(e.step(), "cgroup");
+            EXPECT_EQ(e.code(), err) << parent;
+            EXPECT_EQ(e.path(), parent);
+            EXPECT_EQ(std::string(e.what()), "--cgroup-parent " + parent + ": " + std::strerror(err));
+        }
+    }
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
 // Unit tests of the monitor's side of --login-file (ns/monitor/login_file.cc) that
 // need no sandbox: a directory on the host stands in for DEST's tmpfs.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -183,6 +188,76 @@ TEST(LoginFiles, AnUnchangedCopyIsNotWrittenBack)
     struct stat after;
     ASSERT_EQ(::stat((src.path + "/cred").c_str(), &after), 0);
     EXPECT_EQ(before.st_ino, after.st_ino);  // not replaced by a rename
+}
+
+// Issue 24, 2: what the sync cannot do is a warning built from a SysError that names the step,
+// the errno and the path. Here another cocoon holds SRC's directory's lock past the second the
+// end waits for it.
+TEST(LoginFiles, ALockedSrcDirectoryIsAWarningThatNamesIt)
+{
+    Dir src, dest;
+    write(src.path + "/cred", "old");
+    LoginFiles logins({{src.path + "/cred", "/home/agent/.cred"}}, "", false);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    UniqueFd other(::open(src.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_EQ(::flock(other.get(), LOCK_EX), 0);
+    write(dest.path + "/.cred", "new");
+    logins.finish();
+    const std::optional<SysError>& said = logins.warnings().last();
+    ASSERT_TRUE(said);
+    EXPECT_EQ(said->step(), "login sync");
+    EXPECT_EQ(said->code(), EWOULDBLOCK);
+    EXPECT_EQ(said->path(), src.path);
+    EXPECT_EQ(std::string(said->what()), "--login-file " + src.path +
+                                             "/cred /home/agent/.cred: can't lock SRC's directory " + src.path + ": " +
+                                             std::strerror(EWOULDBLOCK));
+    EXPECT_EQ(read(src.path + "/cred"), "old");
+}
+
+// A directory put at SRC's name: the write-back's rename fails (EISDIR), the warning names the
+// temp file, and no temp file is left.
+TEST(LoginFiles, ADirectoryAtSrcFailsTheRenameAndNamesTheTempFile)
+{
+    Dir src, dest;
+    write(src.path + "/cred", "old");
+    LoginFiles logins({{src.path + "/cred", "/home/agent/.cred"}}, "", false);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    ASSERT_EQ(::unlink((src.path + "/cred").c_str()), 0);
+    ASSERT_EQ(::mkdir((src.path + "/cred").c_str(), 0700), 0);
+    write(src.path + "/cred/inside", "x");
+    write(dest.path + "/.cred", "new");
+    logins.finish();
+    const std::optional<SysError>& said = logins.warnings().last();
+    ASSERT_TRUE(said);
+    EXPECT_EQ(said->step(), "login sync");
+    EXPECT_EQ(said->code(), EISDIR);
+    EXPECT_EQ(said->path().rfind(src.path + "/.cred.cocoon-", 0), 0U) << said->path();
+    EXPECT_NE(std::string(said->what()).find("can't rename over SRC " + said->path() + ": "), std::string::npos)
+        << said->what();
+    for (const auto& entry : std::filesystem::directory_iterator(src.path))
+        EXPECT_EQ(entry.path().filename(), "cred") << "left behind";
+}
+
+// A renewal saved to SRC by another sandbox, passed to this one's DEST: a directory the agent
+// put at the temp name makes the create fail (EEXIST), and the warning names it as the sandbox
+// sees it.
+TEST(LoginFiles, APlantedTempNameInDestsDirectoryIsAWarningThatNamesIt)
+{
+    Dir src, dest;
+    write(src.path + "/cred", "old");
+    write(dest.path + "/.cred", "old");  // the seed
+    LoginFiles logins({{src.path + "/cred", "/home/agent/.cred"}}, "", false);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    ASSERT_EQ(::mkdir((dest.path + "/..cred.cocoon-in").c_str(), 0700), 0);
+    write(dest.path + "/..cred.cocoon-in/inside", "x");
+    write(src.path + "/cred", "renewed");
+    settle(logins);
+    const std::optional<SysError>& said = logins.warnings().last();
+    ASSERT_TRUE(said);
+    EXPECT_EQ(said->step(), "login sync");
+    EXPECT_EQ(said->code(), EEXIST);
+    EXPECT_EQ(said->path(), "/home/agent/..cred.cocoon-in");
+    EXPECT_EQ(read(dest.path + "/.cred"), "old");
 }
 
 }  // namespace
