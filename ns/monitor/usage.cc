@@ -72,7 +72,7 @@ bool cgroup_pids(int dir, std::vector<pid_t>& out)
     for (size_t i = 0; i < dirs.size(); ++i) {
         add_pids(sys::read_small(dirs[i].get(), "cgroup.procs", 1 << 20), out);
         for (const sys::DirEntry& e : sys::list_dir(dirs[i].get()))
-            if (e.type == DT_DIR && e.name[0] != '.' && dirs.size() < 2 * kMaxDescendants + 2)
+            if (e.type == DT_DIR && dirs.size() < 2 * kMaxDescendants + 2)
                 dirs.emplace_back(
                     ::openat(dirs[i].get(), e.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
         dirs[i].reset();

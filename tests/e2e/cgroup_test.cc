@@ -224,6 +224,24 @@ TEST_F(Cgroup, TheAgentsCgroupsAreBoundedAndRemovedWithTheSandboxs)
     EXPECT_TRUE(sandbox_cgroups(parent).empty()) << sandbox_cgroups(parent)[0] << " is left";
 }
 
+// The sampler walks every cgroup the agent made below its own, a name starting with '.'
+// included: an agent could otherwise keep processes out of the report's figures. (The figures
+// come from the samples where the cgroup offers no pids controller, as here; with one, pids.peak
+// counts them anyway.)
+TEST_F(Cgroup, ProcessesInACgroupNamedWithADotAreSampled)
+{
+    const std::string parent = private_parent();
+    Result r = in_sandbox({"--cgroup-parent", parent, "--unshare-cgroup", "--unshare-pid", "--proc", "/proc", "--dev",
+                           "/dev", "--tmpfs", "/tmp", "--json-status-fd", "1"},
+                          sh("unshare -UrmC sh -c 'mount -t cgroup2 none /tmp && mkdir /tmp/.hidden && for i in $(seq "
+                             "20); do sleep 2 & echo $! > /tmp/.hidden/cgroup.procs; done; "
+                             "wc -l < /tmp/.hidden/cgroup.procs; wait'"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_TRUE(contains(r.out, "\n20\n")) << r.out;  // all 20 moved (after --json-status-fd's first line)
+    const std::string exit_line = lines(r.out).back();
+    EXPECT_GE(json_number(exit_line, "pids-peak"), 20u) << exit_line;
+}
+
 // Issue 21, item 3: a cgroup left at the name a start would use (a killed
 // cocoon of the same pid, or a live one of another PID namespace) neither
 // blocks the start nor is touched. cocoon runs as pid 1 of a new PID
