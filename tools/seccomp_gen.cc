@@ -1,4 +1,4 @@
-// The build-time program that compiles the default seccomp policy's rules (ns/seccomp_rules.h)
+// The build-time program that compiles the default seccomp policy's rules (tools/seccomp_rules.h)
 // with libseccomp into the BPF that cocoon loads (ns/seccomp_policy.cc includes its output). Runs
 // on the build machine only.
 // Start-up speed: compiling ~60 rules for two ABIs with libseccomp costs a few hundred
@@ -19,12 +19,12 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
-#include "ns/seccomp_rules.h"
+#include "tools/seccomp_rules.h"
 
 namespace {
 
-using cocoon::ns::seccomp::kPersonalityAllowed;
-using cocoon::ns::seccomp::Rule;
+using cocoon::seccomp::kPersonalityAllowed;
+using cocoon::seccomp::Rule;
 
 // personality (kPersonalityAllowed): libseccomp allows one comparison per argument in a rule, which
 // cannot say "one of these values", so the rule it compiles for personality returns a marker, and
@@ -115,7 +115,7 @@ int main()
         rc < 0)
         return fail("seccomp_rule_add(personality)", rc);
     std::vector<const Rule*> numbered;
-    const std::vector<Rule> rules = cocoon::ns::seccomp::default_rules();
+    const std::vector<Rule> rules = cocoon::seccomp::default_rules();
     for (const Rule& rule : rules) {
         const int nr = seccomp_syscall_resolve_name(rule.syscall);
         if (nr == __NR_SCMP_ERROR && rule.number >= 0) {
@@ -130,7 +130,7 @@ int main()
         // Security: every comparison is on the argument's low 32 bits, the part the kernel reads
         // of an int (see ArgMatch).
         std::vector<scmp_arg_cmp> cmps;
-        for (const cocoon::ns::seccomp::ArgMatch& m : rule.args)
+        for (const cocoon::seccomp::ArgMatch& m : rule.args)
             cmps.push_back(scmp_arg_cmp{m.index, SCMP_CMP_MASKED_EQ, m.mask, m.value});
         const int rc = seccomp_rule_add_array(ctx.get(), SCMP_ACT_ERRNO(static_cast<uint32_t>(rule.error)), nr,
                                               static_cast<unsigned>(cmps.size()), cmps.data());

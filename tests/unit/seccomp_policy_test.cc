@@ -1,5 +1,5 @@
 // The default seccomp policy's compiled program (the build's seccomp_default.inc), run against
-// every rule of ns/seccomp_rules.h on both ABIs it covers, by a small classic-BPF interpreter of
+// every rule of tools/seccomp_rules.h on both ABIs it covers, by a small classic-BPF interpreter of
 // the subset seccomp takes. Runs in the test process, no privilege.
 //
 // An interpreter rather than loading the filter and making the calls: it tries the i386 ABI on
@@ -23,15 +23,15 @@
 #include <span>
 #include <string>
 
-#include "ns/seccomp_rules.h"
+#include "tools/seccomp_rules.h"
 
 namespace cocoon::test {
 namespace {
 
 #include "seccomp_default.inc"
 
-using ns::seccomp::ArgMatch;
-using ns::seccomp::Rule;
+using seccomp::ArgMatch;
+using seccomp::Rule;
 
 constexpr uint32_t kAllow = SECCOMP_RET_ALLOW;
 constexpr uint32_t kX32Bit = 0x40000000;  // __X32_SYSCALL_BIT
@@ -233,7 +233,7 @@ uint32_t expected(const std::vector<Rule>& rules, const char* syscall, const std
 
 TEST(SeccompPolicy, EveryRuleRefusesWithOrWithoutHighBits)
 {
-    const std::vector<Rule> rules = ns::seccomp::default_rules();
+    const std::vector<Rule> rules = seccomp::default_rules();
     ASSERT_GE(rules.size(), 50u);
     for (const Rule& rule : rules) {
         int abis = 0;
@@ -259,7 +259,7 @@ TEST(SeccompPolicy, EveryRuleRefusesWithOrWithoutHighBits)
 // call matches it), with and without high bits.
 TEST(SeccompPolicy, NonMatchingArgumentsAreAllowed)
 {
-    const std::vector<Rule> rules = ns::seccomp::default_rules();
+    const std::vector<Rule> rules = seccomp::default_rules();
     int tried = 0;
     for (const Rule& rule : rules)
         for (const Abi& abi : kAbis) {
@@ -319,7 +319,7 @@ TEST(SeccompPolicy, PersonalityAllowsTheLinuxPersonaOnly)
         const Abi& abi = kAbis[i];
         ASSERT_EQ(seccomp_syscall_resolve_name_arch(abi.scmp_arch, "personality"), nrs[i]) << abi.name;
         for (uint64_t high : {uint64_t{0}, kHigh, uint64_t{1} << 32}) {
-            for (uint32_t allowed : ns::seccomp::kPersonalityAllowed)
+            for (uint32_t allowed : seccomp::kPersonalityAllowed)
                 EXPECT_EQ(policy(abi.audit_arch, nrs[i], {high | allowed, 0, 0, 0, 0, 0}), kAllow)
                     << abi.name << " " << std::hex << (high | allowed);
             for (uint32_t refused : {0x0006U /* PER_BSD */, 0x0400000U /* READ_IMPLIES_EXEC */, 0x0100000U, 0x0200000U,

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace cocoon::ns::seccomp {
+namespace cocoon::seccomp {
 
 // One comparison on an argument: (low 32 bits of the argument & mask) == value.
 // Security: the high 32 bits are never compared. Every argument a rule looks at is an int, an
@@ -159,4 +159,4 @@ inline std::vector<Rule> default_rules()
 constexpr uint32_t kPersonalityAllowed[] = {0, PER_LINUX32, ADDR_NO_RANDOMIZE,
                                             uint32_t{ADDR_NO_RANDOMIZE} | uint32_t{PER_LINUX32}, 0xffffffff};
 
-}  // namespace cocoon::ns::seccomp
+}  // namespace cocoon::seccomp
