@@ -27,6 +27,12 @@ constexpr char kTmpfs = 'T';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
 static_assert(kMaxTmpfsReported <= kMaxFds, "TmpfsMsg is one message");
 
+// The bytes of a T, as a message body carries them.
+template <class T> std::string bytes_of(const T& value)
+{
+    return std::string(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
 // A T from the first sizeof(T) bytes (the caller checked that there are as many).
 template <class T> T read_as(std::string_view bytes)
 {
@@ -137,27 +143,18 @@ void send_message(int sock, const Message& msg)
         return;
     }
     if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
-        send_fds(sock, kLoginDir, {&dir->fd, 1},
-                 std::string(reinterpret_cast<const char*>(&dir->index), sizeof dir->index));
+        send_fds(sock, kLoginDir, {&dir->fd, 1}, bytes_of(dir->index));
         return;
     }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
         // type, errno, step length (one byte), step, text; cut to one datagram.
-        const int32_t code = err->err;
         const std::string step = err->step.substr(0, 255);
-        data.assign(1, kError);
-        data.append(reinterpret_cast<const char*>(&code), sizeof code);
-        data.push_back(static_cast<char>(step.size()));
-        data += step;
-        data += err->text;
+        data = kError + bytes_of(int32_t{err->err}) + static_cast<char>(step.size()) + step + err->text;
         data.resize(std::min(data.size(), kMaxDatagram));
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
-        data.assign(1, kNamespaces);
-        data.append(reinterpret_cast<const char*>(ns->inodes.data()), sizeof ns->inodes);
+        data = kNamespaces + bytes_of(ns->inodes);
     } else {
-        int status = std::get<StatusMsg>(msg).wait_status;
-        data.assign(1, kStatus);
-        data.append(reinterpret_cast<const char*>(&status), sizeof status);
+        data = kStatus + bytes_of(std::get<StatusMsg>(msg).wait_status);
     }
     ::send(sock, data.data(), data.size(), MSG_NOSIGNAL);
 }

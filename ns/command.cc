@@ -46,14 +46,6 @@ void enter_working_dir(const LaunchPlan& plan, std::vector<std::string>& env)
     set_env(env, "PWD", cwd);
 }
 
-// --seccomp, --add-seccomp-fd: the caller's filters, in command-line order (the
-// kernel runs the last one first).
-void load_seccomp(const LaunchPlan& plan)
-{
-    for (const std::vector<sock_filter>& program : plan.seccomp)
-        load_seccomp_program(program, "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP)");
-}
-
 }  // namespace
 
 void set_no_new_privs()
@@ -171,7 +163,9 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
     // stack on it (the kernel runs them all; the strictest answer wins).
     if (plan.process.default_seccomp)
         load_default_seccomp_policy();
-    load_seccomp(plan);
+    // --seccomp, --add-seccomp-fd: in command-line order (the kernel runs the last one first).
+    for (const std::vector<sock_filter>& program : plan.seccomp)
+        load_seccomp_program(program, "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP)");
     ::execvp(image.program, image.argv.data());
     throw SysError(errno, "execvp " + plan.argv[0]);
 }
