@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -37,18 +38,30 @@ void refuse_covering(int root, const std::string& dest, int target, const std::s
     if (dest == "/")
         return;
     const Place want = place_of(target, what), top = place_of(root, what);
-    UniqueFd dir = sys::openat2(root, split_parent(dest).first, O_PATH | O_DIRECTORY, kInRoot);
-    for (int depth = 0; depth < 4096; ++depth) {
-        const Place here = place_of(dir.get(), what);
-        if (here == want)
-            throw UsageError(what + ": " + dest + " leads through a symbolic link to " +
-                             (here == top ? "the sandbox's root" : "a directory that contains it"));
-        if (here == top)
-            return;
-        UniqueFd up = sys::check_fd(::openat(dir.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC), what);
-        if (place_of(up.get(), what) == here)
-            return;  // a filesystem's root with nothing above: outside the new root
-        dir = std::move(up);
+    // Each directory dest is spelled through ("/", "/a", "/a/b" up to its parent), as it
+    // resolves, and every directory above each. The parent's own ancestors are not enough: a link
+    // up and a name back down (WT/up -> .., dest WT/up/NAME with NAME WT's own name) reach a
+    // directory of the spelling that is not above where the parent resolves.
+    const std::string parent = split_parent(dest).first;
+    std::vector<std::string> spelled{"/"};
+    for (std::string_view part : sys::split_path(parent))
+        spelled.push_back((spelled.size() == 1 ? "" : spelled.back()) + "/" + std::string(part));
+    std::vector<Place> walked;  // each directory is walked up from once
+    for (const std::string& prefix : spelled) {
+        UniqueFd dir = sys::openat2(root, prefix, O_PATH | O_DIRECTORY, kInRoot);
+        for (int depth = 0; depth < 4096; ++depth) {
+            const Place here = place_of(dir.get(), what);
+            if (here == want)
+                throw UsageError(what + ": " + dest + " leads through a symbolic link to " +
+                                 (here == top ? "the sandbox's root" : "a directory that contains it"));
+            if (here == top || std::find(walked.begin(), walked.end(), here) != walked.end())
+                break;
+            walked.push_back(here);
+            UniqueFd up = sys::check_fd(::openat(dir.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC), what);
+            if (place_of(up.get(), what) == here)
+                break;  // a filesystem's root with nothing above: outside the new root
+            dir = std::move(up);
+        }
     }
 }
 

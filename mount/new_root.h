@@ -50,7 +50,7 @@ Place place_of(int fd, const std::string& what);
 // WT/.git -> / or -> ..) would otherwise stack the mount over the root, or
 // over the directories the path was spelled through, and the source (often
 // the same link followed on the host) would cover the whole sandbox.
-// Walks up from the destination's parent to the root with "..".
+// Walks up to the root with ".." from each directory the destination is spelled through.
 void refuse_covering(int root, const std::string& dest, int target, const std::string& what);
 
 // Opens an existing path under root into t. Without symlinks on the way this

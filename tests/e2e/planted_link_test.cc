@@ -164,6 +164,24 @@ std::set<std::string> tree(const std::string& dir)
     return out;
 }
 
+// A link up and a name back down: WT/up -> .., so WT/up/NAME, NAME being WT's own name, is WT
+// itself. A mount meant for that subdirectory would cover the directory its path is spelled
+// through (the worktree, with all the orchestrator bound there).
+TEST(PlantedLink, UpAndBackDownOntoADirectoryOfItsOwnPathIsRefused)
+{
+    Worktree w;
+    const std::string up = w.wt / "up";
+    ASSERT_EQ(::symlink("..", up.c_str()), 0);
+    const std::string dest = up + "/" + std::filesystem::path(w.wt.path()).filename().string();
+    const auto before = tree(w.wt.path());
+    for (const auto& op : std::vector<std::vector<std::string>>{{"--tmpfs", dest}, {"--ro-bind", w.host.path(), dest}})
+        for (const auto& mode : modes()) {
+            Result r = in_sandbox(args({mode, {"--bind", w.wt.path(), w.wt.path()}, op}), w.probe());
+            expect_refused(r, w, dest + " leads through a symbolic link to a directory that contains it");
+            EXPECT_EQ(tree(w.wt.path()), before);
+        }
+}
+
 // Issue 20, item 4: run 1 planted WT/sub -> the caller's home; run 2 binds
 // WT/sub/.ssh onto itself with a fresh home. On the host the source is the
 // real ~/.ssh; in the sandbox the destination leads into the fresh home (or,
