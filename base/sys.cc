@@ -222,6 +222,14 @@ std::vector<std::string_view> split_path(std::string_view path)
     return parts;
 }
 
+std::pair<std::string, std::string> split_parent(const std::string& path)
+{
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos)
+        return {".", path};
+    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
 std::vector<std::string> proc_stat_fields(const std::string& stat)
 {
     std::vector<std::string> out;

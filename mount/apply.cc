@@ -306,7 +306,7 @@ struct Applier {
     void operator()(const Data& d) const
     {
         if (d.kind == DataKind::File) {
-            ensure_dir(root, split_parent(d.dest).first, d.parent_mode, d.parent_mode);
+            ensure_dir(root, sys::split_parent(d.dest).first, d.parent_mode, d.parent_mode);
             // Like bwrap: an existing file is overwritten and keeps its mode.
             // O_NONBLOCK: a FIFO at dest fails instead of hanging the setup.
             UniqueFd file = sys::openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, kInRoot,
@@ -415,7 +415,7 @@ struct Applier {
     void operator()(const Dir& d) const { ensure_dir(root, d.dest, d.mode, d.parent_mode); }
     void operator()(const Symlink& s) const
     {
-        auto [parent, name] = split_parent(s.dest);
+        auto [parent, name] = sys::split_parent(s.dest);
         UniqueFd dir = std::move(ensure_dir(root, parent, 0755).fd);
         if (::symlinkat(s.target.c_str(), dir.get(), name.c_str()) == 0)
             return;

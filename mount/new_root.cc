@@ -19,12 +19,6 @@
 
 namespace cocoon::mount {
 
-std::pair<std::string, std::string> split_parent(const std::string& path)
-{
-    size_t slash = path.rfind('/');
-    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
 Place place_of(int fd, const std::string& what)
 {
     struct statx stx {};
@@ -37,7 +31,7 @@ void refuse_covering(int root, const std::string& dest, int target, const std::s
     if (dest == "/")
         return;
     const Place want = place_of(target, what), top = place_of(root, what);
-    UniqueFd dir = sys::openat2(root, split_parent(dest).first, O_PATH | O_DIRECTORY, kInRoot);
+    UniqueFd dir = sys::openat2(root, sys::split_parent(dest).first, O_PATH | O_DIRECTORY, kInRoot);
     for (int depth = 0; depth < 4096; ++depth) {
         const Place here = place_of(dir.get(), what);
         if (here == want)
@@ -74,7 +68,7 @@ Target ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_
         return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open directory " + path);
-    auto [parent, name] = split_parent(path);
+    auto [parent, name] = sys::split_parent(path);
     Target up = ensure_dir(root, parent, parent_mode, parent_mode);
     const bool made = ::mkdirat(up.fd.get(), name.c_str(), mode) == 0;
     if (!made && errno != EEXIST)
@@ -99,7 +93,7 @@ Target mount_point(int root, const std::string& dest, bool is_dir, const std::st
         return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open " + dest);
-    auto [parent, name] = split_parent(dest);
+    auto [parent, name] = sys::split_parent(dest);
     Target dir = ensure_dir(root, parent, parent_mode, parent_mode);
     // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
     // link planted in the sandbox points.

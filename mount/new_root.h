@@ -25,8 +25,6 @@ constexpr unsigned long long kInRoot = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
 // existing directory works: all host sources are opened before it is covered.
 constexpr const char* kStaging = "/tmp";
 
-std::pair<std::string, std::string> split_parent(const std::string& path);
-
 // Where a mount op attaches: an O_PATH fd of the destination in the new root.
 struct Target {
     UniqueFd fd;
