@@ -115,8 +115,7 @@ Target mount_point(int root, const std::string& dest, bool is_dir, const std::st
     throw SysError(err, what);
 }
 
-UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params, unsigned attrs,
-                   const std::string& dest)
+UniqueFd new_mount(const char* fstype, const FsParams& params, unsigned attrs, const std::string& dest)
 {
     std::string what = std::string("Can't mount ") + fstype + " on " + dest;
     UniqueFd fs = sys::check_fd(::fsopen(fstype, FSOPEN_CLOEXEC), what);
@@ -141,7 +140,7 @@ void set_attrs(int fd, unsigned flags, unsigned long long set, const std::string
     check(::mount_setattr(fd, "", AT_EMPTY_PATH | flags, &attr, sizeof attr), what);
 }
 
-void add_size(std::vector<std::pair<const char*, std::string>>& params, unsigned long long size)
+void add_size(FsParams& params, unsigned long long size)
 {
     if (size == 0)
         return;
@@ -202,7 +201,7 @@ void cover_proc(int root, const std::string& dest)
 HiddenDirs make_hidden_dirs(const Plan& plan, std::vector<MadeTmpfs>& made)
 {
     auto hidden_tmpfs = [&](const char* name, unsigned long long size, bool fit) {
-        std::vector<std::pair<const char*, std::string>> params{{"mode", "0700"}};
+        FsParams params{{"mode", "0700"}};
         add_size(params, size);
         UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, name);
         check(::move_mount(mnt.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),
