@@ -55,8 +55,7 @@ UniqueFd openat2(int dirfd, const std::string& path, int flags, unsigned long lo
                  const std::string& context)
 {
     UniqueFd fd;
-    int err = try_openat2(dirfd, path, flags, resolve, mode, fd);
-    if (err < 0)
+    if (int err = try_openat2(dirfd, path, flags, resolve, mode, fd); err < 0)
         throw SysError(-err, context.empty() ? "openat2(" + path + ")" : context);
     return fd;
 }
@@ -85,9 +84,7 @@ Cloned clone3(unsigned long long flags, int cgroup_fd)
     // refuses any other value than 0 here.
     args.exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD;
     pid_t pid = static_cast<pid_t>(check(::syscall(SYS_clone3, &args, sizeof args), "clone3"));
-    if (pid == 0)
-        return Cloned{0, UniqueFd()};
-    return Cloned{pid, UniqueFd(pidfd)};
+    return Cloned{pid, UniqueFd(pid == 0 ? -1 : pidfd)};  // the child holds no pidfd
 }
 
 void write_file(const std::string& path, const std::string& data, int dirfd)
@@ -220,6 +217,14 @@ std::vector<std::string_view> split_path(std::string_view path)
         i = end + 1;
     }
     return parts;
+}
+
+std::pair<std::string, std::string> split_parent(const std::string& path)
+{
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos)
+        return {".", path};
+    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
 std::vector<std::string> proc_stat_fields(const std::string& stat)

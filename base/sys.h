@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/unique_fd.h"
@@ -79,6 +80,11 @@ std::vector<int> inheritable_fds();
 // The components of a path, in order, without the empty ones that repeated, leading and trailing
 // slashes make ("." and ".." are kept). Pure.
 std::vector<std::string_view> split_path(std::string_view path);
+
+// A path's directory and last component, split at its last slash: "/a/b" -> {"/a", "b"},
+// "/a" -> {"/", "a"}, and a path without a slash -> {".", path}. Lexical, nothing looked up: a
+// trailing slash leaves the name empty ("/a/" -> {"/a", ""}). Pure.
+std::pair<std::string, std::string> split_parent(const std::string& path);
 
 // The fields of a /proc/PID/stat text from field 3 (state) on: [0] is field 3. The comm field
 // before them is the process's own choice (any bytes, parentheses too), so they are counted from

@@ -32,6 +32,14 @@ std::string source_name(const Data& d)
     return use ? use->name() : "cocoon's own " + d.dest;
 }
 
+// The fd's /proc link, which leads to exactly the file opened, whatever is mounted over its path
+// since: how overlayfs is told about a layer, and how an O_PATH fd is chmod'ed or named. /proc is
+// still the host's when this is used (before pivot_root).
+std::string fd_path(int fd)
+{
+    return "/proc/self/fd/" + std::to_string(fd);
+}
+
 // --bind-fd: the caller's fd names a mount of the caller's mount namespace,
 // which open_tree may not clone from ours. Our namespace is a copy, so the
 // fd's path leads to the copy of that mount; the clone must be the very file
@@ -42,12 +50,12 @@ UniqueFd open_fd_tree(const Bind& bind, int fd)
     struct stat want, got;
     check(::fstat(fd, &want), "Can't use " + what);
     char path[PATH_MAX];
-    ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), path, sizeof path);
+    ssize_t n = ::readlink(fd_path(fd).c_str(), path, sizeof path);
     if (n < 0 || n == sizeof path)
         throw SysError(n < 0 ? errno : ENAMETOOLONG, "Can't find the path of " + what);
-    if (path[0] != '/')
-        throw UsageError("Can't bind " + what + ": not a file or directory (" + std::string(path, n) + ")");
     const std::string source(path, n);
+    if (source[0] != '/')
+        throw UsageError("Can't bind " + what + ": not a file or directory (" + source + ")");
     UniqueFd tree = sys::check_fd(
         ::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW),
         "Can't find source path " + source + " of " + what);
@@ -132,8 +140,7 @@ HostPath host_proc()
 HostPath open_layer(const std::string& path, const std::string& option, bool no_follow)
 {
     HostPath layer;
-    int err = open_host(path, O_DIRECTORY, no_follow, layer);
-    if (err < 0)
+    if (int err = open_host(path, O_DIRECTORY, no_follow, layer); err < 0)
         throw SysError(-err, "Can't find " + option + " " + path);
     return layer;
 }
@@ -147,18 +154,13 @@ std::string spelled(const std::string& path)
         char cwd[PATH_MAX];
         full = std::string(::getcwd(cwd, sizeof cwd) ? cwd : "") + "/" + path;
     }
-    std::vector<std::string_view> parts;
-    for (std::string_view part : sys::split_path(full)) {
-        if (part == "..") {
-            if (!parts.empty())
-                parts.pop_back();
-        } else if (part != ".") {
-            parts.push_back(part);
-        }
-    }
     std::string out;
-    for (std::string_view part : parts)
-        out.append("/").append(part);
+    for (std::string_view part : sys::split_path(full)) {
+        if (part == "..")
+            out.resize(out.empty() ? 0 : out.rfind('/'));  // out is "" or starts with '/'
+        else if (part != ".")
+            out.append("/").append(part);
+    }
     return out.empty() ? "/" : out;
 }
 
@@ -200,13 +202,6 @@ void refuse_link_to_missing(int root, const std::string& source, const std::stri
                      ", which does not exist in the sandbox");
 }
 
-uint64_t mount_id(int fd, const std::string& what)
-{
-    struct statx stx {};
-    check(::statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx), what);
-    return stx.stx_mnt_id;
-}
-
 // Every host directory an overlay op names, opened before the new root
 // exists: the --overlay-src layers in command-line order, then (--overlay)
 // RWSRC and WORKDIR.
@@ -220,42 +215,28 @@ std::vector<HostPath> open_layers(const Overlay& o, bool no_follow)
         fds.push_back(open_layer(o.work, "--overlay WORKDIR", no_follow));
         // The kernel says only EINVAL (and, before 6.5, nothing in the log).
         const std::string what = "--overlay " + o.upper + " " + o.work;
-        if (mount_id(fds[fds.size() - 2].fd.get(), what) != mount_id(fds.back().fd.get(), what))
+        if (place_of(fds[fds.size() - 2].fd.get(), what).mnt_id != place_of(fds.back().fd.get(), what).mnt_id)
             throw UsageError("Can't use " + what + ": WORKDIR must be on the same filesystem and mount as RWSRC");
     }
     return fds;
-}
-
-// How overlayfs is told about a layer: the fd's /proc link, which leads to
-// exactly the directory opened, whatever is mounted over its path since.
-// /proc is still the host's when this is used (before pivot_root).
-std::string fd_path(int fd)
-{
-    return "/proc/self/fd/" + std::to_string(fd);
-}
-
-void write_bytes(int to, std::string_view bytes, const Data& d)
-{
-    if (!sys::write_all(to, bytes))
-        throw SysError(errno, "Can't write data to file " + d.dest);
 }
 
 // Copies everything the caller's fd gives (a file, pipe or socket) into `to`, or cocoon's own
 // bytes.
 void copy_data(const Fds& fds, int to, const Data& d)
 {
-    if (d.bytes) {
-        write_bytes(to, *d.bytes, d);
-        return;
-    }
     constexpr size_t kChunk = 65536;
     std::string chunk;
     do {
-        // A chunk short of kChunk is the last: the fd reached EOF.
-        if (!sys::read_up_to(fds.at(d.fd).get(), kChunk, chunk))
+        // cocoon's own bytes are one chunk; from the fd, a chunk short of kChunk is the last: the fd
+        // reached EOF.
+        if (d.bytes)
+            chunk = *d.bytes;
+        else if (!sys::read_up_to(fds.at(d.fd).get(), kChunk, chunk))
             throw SysError(errno, "Can't read " + source_name(d) + " for " + d.dest);
-        write_bytes(to, chunk, d);
-    } while (chunk.size() == kChunk);
+        if (!sys::write_all(to, chunk))
+            throw SysError(errno, "Can't write data to file " + d.dest);
+    } while (!d.bytes && chunk.size() == kChunk);
 }
 
 struct Applier {
@@ -286,7 +267,7 @@ struct Applier {
     {
         const std::string what = "Can't mount tmpfs on " + t.dest;
         Target target = mount_point(root, t.dest, true, what, t.parent_mode);
-        std::vector<std::pair<const char*, std::string>> params{{"mode", octal(t.mode)}};
+        FsParams params{{"mode", octal(t.mode)}};
         add_size(params, t.size);
         if (t.uid)
             params.emplace_back("uid", std::to_string(*t.uid));
@@ -306,7 +287,7 @@ struct Applier {
     void operator()(const Data& d) const
     {
         if (d.kind == DataKind::File) {
-            ensure_dir(root, split_parent(d.dest).first, d.parent_mode, d.parent_mode);
+            ensure_dir(root, sys::split_parent(d.dest).first, d.parent_mode, d.parent_mode);
             // Like bwrap: an existing file is overwritten and keeps its mode.
             // O_NONBLOCK: a FIFO at dest fails instead of hanging the setup.
             UniqueFd file = sys::openat2(root, d.dest, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, kInRoot,
@@ -345,7 +326,7 @@ struct Applier {
         UniqueFd target = sys::openat2(root, c.dest, O_PATH, kInRoot, 0, what);
         // An O_PATH fd takes no fchmod; its /proc link names the same inode
         // (and /proc is still the host's here, before pivot_root).
-        check(::chmod(("/proc/self/fd/" + std::to_string(target.get())).c_str(), c.mode), what);
+        check(::chmod(fd_path(target.get()).c_str(), c.mode), what);
     }
     void operator()(const Proc& p) const
     {
@@ -373,7 +354,7 @@ struct Applier {
                 lower += ':';
             lower += fd_path((*layers)[i].fd.get());
         }
-        std::vector<std::pair<const char*, std::string>> params{{"lowerdir", lower}};
+        FsParams params{{"lowerdir", lower}};
         if (o.kind == OverlayKind::ReadWrite) {
             params.emplace_back("upperdir", fd_path((*layers)[o.sources.size()].fd.get()));
             params.emplace_back("workdir", fd_path((*layers)[o.sources.size() + 1].fd.get()));
@@ -415,7 +396,7 @@ struct Applier {
     void operator()(const Dir& d) const { ensure_dir(root, d.dest, d.mode, d.parent_mode); }
     void operator()(const Symlink& s) const
     {
-        auto [parent, name] = split_parent(s.dest);
+        auto [parent, name] = sys::split_parent(s.dest);
         UniqueFd dir = std::move(ensure_dir(root, parent, 0755).fd);
         if (::symlinkat(s.target.c_str(), dir.get(), name.c_str()) == 0)
             return;

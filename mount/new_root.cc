@@ -20,12 +20,6 @@
 
 namespace cocoon::mount {
 
-std::pair<std::string, std::string> split_parent(const std::string& path)
-{
-    size_t slash = path.rfind('/');
-    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
 Place place_of(int fd, const std::string& what)
 {
     struct statx stx {};
@@ -42,7 +36,7 @@ void refuse_covering(int root, const std::string& dest, int target, const std::s
     // resolves, and every directory above each. The parent's own ancestors are not enough: a link
     // up and a name back down (WT/up -> .., dest WT/up/NAME with NAME WT's own name) reach a
     // directory of the spelling that is not above where the parent resolves.
-    const std::string parent = split_parent(dest).first;
+    const std::string parent = sys::split_parent(dest).first;
     std::vector<std::string> spelled{"/"};
     for (std::string_view part : sys::split_path(parent))
         spelled.push_back((spelled.size() == 1 ? "" : spelled.back()) + "/" + std::string(part));
@@ -87,7 +81,7 @@ Target ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_
         return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open directory " + path);
-    auto [parent, name] = split_parent(path);
+    auto [parent, name] = sys::split_parent(path);
     Target up = ensure_dir(root, parent, parent_mode, parent_mode);
     const bool made = ::mkdirat(up.fd.get(), name.c_str(), mode) == 0;
     if (!made && errno != EEXIST)
@@ -112,7 +106,7 @@ Target mount_point(int root, const std::string& dest, bool is_dir, const std::st
         return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open " + dest);
-    auto [parent, name] = split_parent(dest);
+    auto [parent, name] = sys::split_parent(dest);
     Target dir = ensure_dir(root, parent, parent_mode, parent_mode);
     // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
     // link planted in the sandbox points.
@@ -134,8 +128,7 @@ Target mount_point(int root, const std::string& dest, bool is_dir, const std::st
     throw SysError(err, what);
 }
 
-UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params, unsigned attrs,
-                   const std::string& dest)
+UniqueFd new_mount(const char* fstype, const FsParams& params, unsigned attrs, const std::string& dest)
 {
     std::string what = std::string("Can't mount ") + fstype + " on " + dest;
     UniqueFd fs = sys::check_fd(::fsopen(fstype, FSOPEN_CLOEXEC), what);
@@ -160,7 +153,7 @@ void set_attrs(int fd, unsigned flags, unsigned long long set, const std::string
     check(::mount_setattr(fd, "", AT_EMPTY_PATH | flags, &attr, sizeof attr), what);
 }
 
-void add_size(std::vector<std::pair<const char*, std::string>>& params, unsigned long long size)
+void add_size(FsParams& params, unsigned long long size)
 {
     if (size == 0)
         return;
@@ -221,7 +214,7 @@ void cover_proc(int root, const std::string& dest)
 HiddenDirs make_hidden_dirs(const Plan& plan, std::vector<MadeTmpfs>& made)
 {
     auto hidden_tmpfs = [&](const char* name, unsigned long long size, bool fit) {
-        std::vector<std::pair<const char*, std::string>> params{{"mode", "0700"}};
+        FsParams params{{"mode", "0700"}};
         add_size(params, size);
         UniqueFd mnt = new_mount("tmpfs", params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, name);
         check(::move_mount(mnt.get(), "", AT_FDCWD, kStaging, MOVE_MOUNT_F_EMPTY_PATH),

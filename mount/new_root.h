@@ -25,8 +25,6 @@ constexpr unsigned long long kInRoot = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
 // existing directory works: all host sources are opened before it is covered.
 constexpr const char* kStaging = "/tmp";
 
-std::pair<std::string, std::string> split_parent(const std::string& path);
-
 // Where a mount op attaches: an O_PATH fd of the destination in the new root.
 struct Target {
     UniqueFd fd;
@@ -72,16 +70,18 @@ Target mount_point(int root, const std::string& dest, bool is_dir, const std::st
 // left one in the fs_context log (overlayfs does for most refusals).
 [[noreturn]] void fs_failed(int fs, int err, std::string what);
 
+// A filesystem's parameters, each set by fsconfig(FSCONFIG_SET_STRING, key, value) in order.
+using FsParams = std::vector<std::pair<const char*, std::string>>;
+
 // A new, detached superblock mount of fstype (tmpfs, proc, devpts, mqueue, overlay).
-UniqueFd new_mount(const char* fstype, const std::vector<std::pair<const char*, std::string>>& params, unsigned attrs,
-                   const std::string& dest);
+UniqueFd new_mount(const char* fstype, const FsParams& params, unsigned attrs, const std::string& dest);
 
 void attach(int mnt, int target, const std::string& what);
 
 void set_attrs(int fd, unsigned flags, unsigned long long set, const std::string& what);
 
 // The size and nr_inodes parameters of a tmpfs of `size` bytes (0: none).
-void add_size(std::vector<std::pair<const char*, std::string>>& params, unsigned long long size);
+void add_size(FsParams& params, unsigned long long size);
 
 // Security: a tmpfs cocoon made on its own (the root, --dev's, the data
 // files') is bounded to what set-up put in it and kFitHeadroomBytes and

@@ -29,8 +29,6 @@ UniqueFd listen_on(int family, const sockaddr* addr, socklen_t len, const std::s
     return fd;
 }
 
-}  // namespace
-
 sockaddr_in ipv4(in_addr_t address, uint16_t port)
 {
     sockaddr_in v4{};
@@ -39,6 +37,8 @@ sockaddr_in ipv4(in_addr_t address, uint16_t port)
     v4.sin_addr.s_addr = htonl(address);
     return v4;
 }
+
+}  // namespace
 
 std::vector<UniqueFd> listen_loopback(uint16_t port, const std::string& option)
 {

@@ -40,24 +40,6 @@ using NlAddr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
     throw SysError(known == to_errno.end() ? EIO : known->second, what + " (" + nl_geterror(err) + ")");
 }
 
-UniqueFd inet_socket()
-{
-    return sys::check_fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "socket(AF_INET)");
-}
-
-// Sets IFF_UP on lo and returns its flags as the kernel reports them afterwards.
-short set_up_by_ioctl(int sock)
-{
-    ifreq req{};
-    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
-    check(::ioctl(sock, SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
-    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
-    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1 itself.
-    check(::ioctl(sock, SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
-    check(::ioctl(sock, SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
-    return req.ifr_flags;
-}
-
 // An rtnetlink socket, connected; `what` names a failure to connect.
 Sock route_socket(const std::string& what)
 {
@@ -82,8 +64,7 @@ void loopback_up_netlink()
         throw SysError(ENOMEM, "rtnl_link_alloc");
     rtnl_link_set_ifindex(lo.get(), kLoopbackIndex);
     rtnl_link_set_flags(change.get(), IFF_UP);
-    int err = rtnl_link_change(sock.get(), lo.get(), change.get(), 0);
-    if (err < 0)
+    if (int err = rtnl_link_change(sock.get(), lo.get(), change.get(), 0); err < 0)
         throw_nl(err, "Can't bring lo up");
     // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1/128 itself
     // (inetdev and addrconf handle NETDEV_UP for the loopback device), at
@@ -109,10 +90,17 @@ void add_loopback_address(const std::string& cidr)
         throw_nl(err, what);
 }
 
-void loopback_up_ioctl()
+short loopback_up_ioctl()
 {
-    UniqueFd sock = inet_socket();
-    set_up_by_ioctl(sock.get());
+    UniqueFd sock = sys::check_fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "socket(AF_INET)");
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
+    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
+    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1 itself.
+    check(::ioctl(sock.get(), SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
+    check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
+    return req.ifr_flags;
 }
 
 bool loopback_is_up()
@@ -132,8 +120,7 @@ void loopback_up()
     // the fallback for a host that refuses the ioctl.
     std::string ioctl_error;
     try {
-        UniqueFd sock = inet_socket();
-        const short flags = set_up_by_ioctl(sock.get());
+        const short flags = loopback_up_ioctl();
         if ((flags & IFF_UP) && (flags & IFF_RUNNING))
             return;
         ioctl_error = "lo is not running after SIOCSIFFLAGS";

@@ -12,9 +12,10 @@ namespace cocoon::net {
 // still not up.
 void loopback_up();
 
-// The two ways, exposed for tests. Each throws SysError on failure.
+// The two ways, exposed for tests. Each throws SysError on failure. The ioctl sets IFF_UP on lo
+// and returns lo's flags as the kernel reports them afterwards.
 void loopback_up_netlink();
-void loopback_up_ioctl();
+short loopback_up_ioctl();
 
 // True when lo is up and running.
 bool loopback_is_up();

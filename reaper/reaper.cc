@@ -40,20 +40,14 @@ int run(pid_t command, bool forward)
     sigset_t set = signals_to_block(forward);
     UniqueFd sfd(static_cast<int>(check(::signalfd(-1, &set, SFD_CLOEXEC), "signalfd")));
     for (;;) {
-        // Reap everything that has exited: the command, and orphans that the
-        // kernel reparented to us.
-        for (;;) {
-            int status;
-            pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        // Reap everything that has exited (the command, and orphans that the
+        // kernel reparented to us) until none is left to reap now (0).
+        int status;
+        for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) != 0;) {
             if (pid == command)
                 return status;
-            if (pid == 0)
-                break;
-            if (pid < 0) {
-                if (errno == EINTR)
-                    continue;
+            if (pid < 0 && errno != EINTR)
                 return 1 << 8;  // ECHILD: the command is gone unseen; report exit 1
-            }
         }
         signalfd_siginfo info;
         ssize_t n = ::read(sfd.get(), &info, sizeof info);

@@ -55,14 +55,6 @@ SysError failed(const std::string& option, const char* what, const std::string& 
     return SysError(kStep, err, option + ": " + what, path);
 }
 
-std::pair<std::string, std::string> split(const std::string& path)
-{
-    size_t slash = path.rfind('/');
-    if (slash == std::string::npos)
-        return {".", path};
-    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
 bool same_version(const struct stat& a, const struct stat& b)
 {
     return a.st_ino == b.st_ino && a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
@@ -142,7 +134,7 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
         Entry e;
         e.option = "--login-file " + file.source + " " + file.dest;
         e.dest_path = file.dest;
-        auto [dir, name] = split(file.source);
+        auto [dir, name] = sys::split_parent(file.source);
         e.src_dir_path = dir;
         if (name.empty() || name == "." || name == "..")
             throw UsageError(e.option + ": SRC must name a file");
@@ -181,7 +173,7 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
         e.src_gid = st.st_gid;
         e.src_mode = st.st_mode & 0777;
         e.src_name = name;
-        e.dest_name = split(file.dest).second;
+        e.dest_name = sys::split_parent(file.dest).second;
         remove_stale_temps(e.src_dir.get(), name);
         const std::string proc = "/proc/self/fd/" + std::to_string(e.src_dir.get());
         e.src_wd = static_cast<int>(check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kSrcEvents),
@@ -534,7 +526,7 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
 {
     const int dir = e.dest_dir.get();
     const std::string temp = "." + e.dest_name + ".cocoon-in";
-    const std::string temp_path = split(e.dest_path).first + "/" + temp;
+    const std::string temp_path = sys::split_parent(e.dest_path).first + "/" + temp;
     ::unlinkat(dir, temp.c_str(), 0);
     // The new DEST gets the old one's mode and owner (else 0600 and the
     // directory's owner), and is made as that owner: under --host-user the
@@ -561,7 +553,7 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
 UniqueFd seed_login_file(const LoginFile& file, const LoginSeed& seed)
 {
     const std::string what = "--login-file " + file.source + " " + file.dest;
-    auto [parent, name] = split(file.dest);
+    auto [parent, name] = sys::split_parent(file.dest);
     UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root)
         throw SysError(errno, what);
