@@ -92,7 +92,7 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
     if (!WIFEXITED(status))
         send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
-    ::_exit(reaper::exit_code(status));
+    ::_exit(reaper::exit_status(status).code);
 }
 
 // PID 1 after the fork: no privilege, not ptraceable, reaping until the

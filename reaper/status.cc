@@ -14,9 +14,4 @@ ExitStatus exit_status(int wait_status)
     return {1, 0};
 }
 
-int exit_code(int wait_status)
-{
-    return exit_status(wait_status).code;
-}
-
 }  // namespace cocoon::reaper

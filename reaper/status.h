@@ -10,7 +10,4 @@ struct ExitStatus {
 
 ExitStatus exit_status(int wait_status);
 
-// exit_status(wait_status).code.
-int exit_code(int wait_status);
-
 }  // namespace cocoon::reaper

@@ -66,10 +66,10 @@ TEST(Caps, UnknownNameIsAnError)
 
 TEST(ExitCode, MapsExitAndSignal)
 {
-    EXPECT_EQ(reaper::exit_code(0), 0);
-    EXPECT_EQ(reaper::exit_code(42 << 8), 42);
-    EXPECT_EQ(reaper::exit_code(255 << 8), 255);
-    EXPECT_EQ(reaper::exit_code(SIGKILL), 137);
-    EXPECT_EQ(reaper::exit_code(SIGTERM), 143);
-    EXPECT_EQ(reaper::exit_code(SIGSEGV | 0x80), 128 + SIGSEGV);  // core dumped
+    EXPECT_EQ(reaper::exit_status(0).code, 0);
+    EXPECT_EQ(reaper::exit_status(42 << 8).code, 42);
+    EXPECT_EQ(reaper::exit_status(255 << 8).code, 255);
+    EXPECT_EQ(reaper::exit_status(SIGKILL).code, 137);
+    EXPECT_EQ(reaper::exit_status(SIGTERM).code, 143);
+    EXPECT_EQ(reaper::exit_status(SIGSEGV | 0x80).code, 128 + SIGSEGV);  // core dumped
 }
