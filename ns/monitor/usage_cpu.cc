@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "base/sys.h"
@@ -30,10 +29,9 @@ std::optional<ProcessSample> read_process(int proc_dir, pid_t pid)
     p.tasks = number(20);
     p.start = number(22);
     p.layout = {number(26), number(27), number(28)};
-    const std::string statm = sys::read_small(proc_dir, "statm", 4096);
-    const char* resident = std::strchr(statm.c_str(), ' ');
-    if (resident)
-        p.rss = std::strtoull(resident, nullptr, 10) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    // rss (field 24), in pages: the counters statm's resident adds up too (get_mm_rss), without
+    // reading statm as well.
+    p.rss = number(24) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     return p;
 }
 
