@@ -11,6 +11,7 @@
 
 #include <termios.h>
 #include <sys/ioctl.h>
+#include <sys/types.h>
 
 #include <optional>
 #include <vector>
@@ -39,6 +40,7 @@ private:
         termios settings{};
         int discipline = 0;
         int exclusive = 0;
+        dev_t rdev = 0;  // which terminal (0: fstat failed)
     };
     std::vector<Saved> m_saved;
 };
