@@ -20,7 +20,6 @@
 #include <ctime>
 #include <sstream>
 #include <thread>
-#include <vector>
 
 #include "base/sys.h"
 #include "base/sys_error.h"

@@ -6,8 +6,6 @@
 // cpu.stat, memory.peak and pids.peak. See ARCHITECTURE.md, "Resource report".
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,7 +94,6 @@ public:
     // The leaf's cgroup.procs (O_WRONLY), for PID 2 to move itself into the
     // leaf before it runs the command: move_into_command_cgroup.
     int command_procs_fd() const { return m_command_procs.get(); }
-    const std::string& path() const { return m_path; }
     // Whether an agent may move PID 1 out of the sandbox's cgroup (ns/monitor/command_watch.h): there is
     // one, and cgroup2 is not known to be mounted with nsdelegate (a --cgroup-parent's mount is
     // not looked up: it is watched).

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "base/sys_error.h"
-#include "ns/launch.h"
+#include "ns/plan.h"
 #include "reaper/reaper.h"
 
 namespace cocoon::ns {
