@@ -376,10 +376,8 @@ void SandboxCgroup::account(Usage& usage) const
     usage.cpu_system_us = *system;
     auto memory = keyed_number(sys::read_small(m_dir.get(), "memory.peak", 4096), "");
     auto pids = keyed_number(sys::read_small(m_dir.get(), "pids.peak", 4096), "");
-    if (memory)
-        usage.memory_peak_bytes = *memory;
-    if (pids)
-        usage.pids_peak = *pids;
+    usage.memory_peak_bytes = memory.value_or(usage.memory_peak_bytes);  // else the sampled peak
+    usage.pids_peak = pids.value_or(usage.pids_peak);
     usage.accounting = memory && pids ? "cgroup" : "cgroup+sampled";
 }
 
