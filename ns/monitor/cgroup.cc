@@ -14,12 +14,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
-#include <cstring>
+#include <cstdlib>
 #include <ctime>
 #include <sstream>
 #include <thread>
-#include <vector>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
@@ -46,27 +46,6 @@ bool has_word(const std::string& list, const std::string& word)
         if (w == word)
             return true;
     return false;
-}
-
-// The number after "key " in a flat keyed file (cpu.stat).
-std::optional<uint64_t> keyed(const std::string& text, const std::string& key)
-{
-    std::istringstream in(text);
-    for (std::string k; in >> k;) {
-        uint64_t v = 0;
-        if (!(in >> v))
-            return std::nullopt;
-        if (k == key)
-            return v;
-    }
-    return std::nullopt;
-}
-
-std::optional<uint64_t> number(const std::string& text)
-{
-    if (text.empty() || text[0] < '0' || text[0] > '9')
-        return std::nullopt;
-    return std::strtoull(text.c_str(), nullptr, 10);
 }
 
 // Removes the cgroup `name` under parent and every cgroup the sandbox made
@@ -232,6 +211,22 @@ void set_limits(int dir, const std::string& path, const std::string& where, cons
 
 }  // namespace
 
+std::optional<uint64_t> keyed_number(std::string_view text, std::string_view key)
+{
+    while (!text.empty()) {
+        const std::string_view line = text.substr(0, text.find('\n'));
+        text.remove_prefix(std::min(text.size(), line.size() + 1));
+        // A key is a whole word: blanks after it, then the digits (no sign).
+        const size_t digits = line.find_first_not_of(" \t", key.size());
+        uint64_t value = 0;
+        if (line.substr(0, key.size()) == key && digits != std::string_view::npos &&
+            (key.empty() || digits > key.size()) &&
+            std::from_chars(line.data() + digits, line.data() + line.size(), value).ec == std::errc())
+            return value;
+    }
+    return std::nullopt;
+}
+
 OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgroup)
 {
     OwnCgroup own;
@@ -345,7 +340,7 @@ void SandboxCgroup::empty_out()
     auto populated = [&] {
         char buf[256];
         ssize_t n = events ? ::pread(events.get(), buf, sizeof buf - 1, 0) : -1;
-        return n < 0 || keyed(std::string(buf, static_cast<size_t>(n)), "populated").value_or(1) != 0;
+        return n < 0 || keyed_number(std::string_view(buf, static_cast<size_t>(n)), "populated").value_or(1) != 0;
     };
     if (!populated())
         return;
@@ -374,17 +369,15 @@ void SandboxCgroup::account(Usage& usage) const
     if (!m_dir)
         return;
     const std::string cpu = sys::read_small(m_dir.get(), "cpu.stat", 4096);
-    auto user = keyed(cpu, "user_usec"), system = keyed(cpu, "system_usec");
+    auto user = keyed_number(cpu, "user_usec"), system = keyed_number(cpu, "system_usec");
     if (!user || !system)
         return;  // sampled, all of it
     usage.cpu_user_us = *user;
     usage.cpu_system_us = *system;
-    auto memory = number(sys::read_small(m_dir.get(), "memory.peak", 4096));
-    auto pids = number(sys::read_small(m_dir.get(), "pids.peak", 4096));
-    if (memory)
-        usage.memory_peak_bytes = *memory;
-    if (pids)
-        usage.pids_peak = *pids;
+    auto memory = keyed_number(sys::read_small(m_dir.get(), "memory.peak", 4096), "");
+    auto pids = keyed_number(sys::read_small(m_dir.get(), "pids.peak", 4096), "");
+    usage.memory_peak_bytes = memory.value_or(usage.memory_peak_bytes);  // else the sampled peak
+    usage.pids_peak = pids.value_or(usage.pids_peak);
     usage.accounting = memory && pids ? "cgroup" : "cgroup+sampled";
 }
 

@@ -6,11 +6,10 @@
 // cpu.stat, memory.peak and pids.peak. See ARCHITECTURE.md, "Resource report".
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
@@ -43,6 +42,12 @@ OwnCgroup own_cgroup();
 // The mount and dir of own_cgroup() from the texts of /proc/self/mountinfo and
 // /proc/self/cgroup (delegated stays false); for tests.
 OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgroup);
+
+// The number after `key` and blanks at the start of a line of a flat keyed file: cgroup v2's
+// ("user_usec 5" of cpu.stat, "populated 1" of cgroup.events) or /proc's ("Pss:  8 kB" of
+// smaps_rollup: 8); with an empty key, that of a file of one number (memory.peak). nullopt where
+// no line has one (a missing file is an empty text). Pure.
+std::optional<uint64_t> keyed_number(std::string_view text, std::string_view key);
 
 // Whether the cgroup v2 directory dir lists controller in its
 // cgroup.controllers (what its children may be given).
@@ -89,7 +94,6 @@ public:
     // The leaf's cgroup.procs (O_WRONLY), for PID 2 to move itself into the
     // leaf before it runs the command: move_into_command_cgroup.
     int command_procs_fd() const { return m_command_procs.get(); }
-    const std::string& path() const { return m_path; }
     // Whether an agent may move PID 1 out of the sandbox's cgroup (ns/monitor/command_watch.h): there is
     // one, and cgroup2 is not known to be mounted with nsdelegate (a --cgroup-parent's mount is
     // not looked up: it is watched).

@@ -5,18 +5,13 @@
 #include "ns/monitor/monitor.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
-#include <cmath>
 #include <optional>
 #include <string>
 
@@ -27,7 +22,6 @@
 #include "ns/monitor/event_loop.h"
 #include "ns/monitor/stop.h"
 #include "relay/worker.h"
-#include "reaper/reaper.h"
 #include "reaper/status.h"
 
 namespace cocoon::ns {

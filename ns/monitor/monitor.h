@@ -2,13 +2,12 @@
 // Runs in cocoon's own process, outside the sandbox, with the caller's privilege.
 #pragma once
 
-#include <signal.h>
 #include <sys/types.h>
 
 #include <optional>
 
 #include "base/unique_fd.h"
-#include "ns/launch.h"
+#include "ns/plan.h"
 #include "ns/monitor/cgroup.h"
 #include "ns/monitor/login_file.h"
 #include "ns/monitor/stop.h"

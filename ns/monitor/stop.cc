@@ -5,10 +5,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include <cmath>
-
 #include "base/sys_error.h"
-#include "ns/launch.h"
+#include "ns/plan.h"
 #include "reaper/reaper.h"
 
 namespace cocoon::ns {
@@ -26,9 +24,9 @@ UniqueFd make_timer()
 void arm(int timer, double seconds)
 {
     itimerspec spec{};
-    double whole = std::floor(seconds);
-    spec.it_value.tv_sec = static_cast<time_t>(whole);
-    spec.it_value.tv_nsec = static_cast<long>((seconds - whole) * 1e9);
+    // seconds >= 0: the cast truncates, as floor would.
+    spec.it_value.tv_sec = static_cast<time_t>(seconds);
+    spec.it_value.tv_nsec = static_cast<long>((seconds - static_cast<double>(spec.it_value.tv_sec)) * 1e9);
     if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
         spec.it_value.tv_nsec = 1;  // zero would disarm
     check(::timerfd_settime(timer, 0, &spec, nullptr), "timerfd_settime");

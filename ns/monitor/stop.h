@@ -45,7 +45,7 @@ sigset_t monitor_signals(const LaunchPlan& plan);
 // pidfd_send_signal, errors ignored (a process that is gone needs no signal).
 void send_signal(int pidfd, int sig);
 
-// A CLOCK_MONOTONIC timerfd, and arming it once `seconds` from now.
+// A CLOCK_MONOTONIC timerfd, and arming it once `seconds` (>= 0) from now.
 UniqueFd make_timer();
 void arm(int timer, double seconds);
 

@@ -31,13 +31,10 @@ Terminals Terminals::save()
         if (::tcgetattr(fd, &s.settings) != 0)
             return;
         struct stat st {};
-        if (::fstat(fd, &st) != 0)
-            st.st_rdev = 0;
-        for (const Saved& other : out.m_saved) {
-            struct stat seen {};
-            if (::fstat(other.fd.get(), &seen) == 0 && seen.st_rdev == st.st_rdev)
-                return;
-        }
+        s.rdev = ::fstat(fd, &st) == 0 ? st.st_rdev : 0;
+        for (const Saved& other : out.m_saved)
+            if (s.rdev && other.rdev == s.rdev)
+                return;  // the same terminal, saved already
         s.fd = owned ? std::move(owned) : UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
         if (!s.fd)
             return;

@@ -4,13 +4,14 @@
 // --new-session, the controlling terminal through /dev/tty). An interactive agent puts it in raw
 // mode while it runs; a hostile one leaves it without echo, with output stopped, another line
 // discipline or in exclusive mode. The default seccomp policy refuses what no agent needs
-// (ns/seccomp_rules.h); this puts back what an agent may change. Not the window size: the user
+// (tools/seccomp_rules.h); this puts back what an agent may change. Not the window size: the user
 // resizing the window during the run changes it the same way, and putting the old size back
 // would leave the caller's shell with a wrong one after every such run.
 #pragma once
 
 #include <termios.h>
 #include <sys/ioctl.h>
+#include <sys/types.h>
 
 #include <optional>
 #include <vector>
@@ -39,6 +40,7 @@ private:
         termios settings{};
         int discipline = 0;
         int exclusive = 0;
+        dev_t rdev = 0;  // which terminal (0: fstat failed)
     };
     std::vector<Saved> m_saved;
 };

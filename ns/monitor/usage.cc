@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -32,18 +31,6 @@ namespace {
 uint64_t micros(const timeval& tv)
 {
     return static_cast<uint64_t>(tv.tv_sec) * 1000000 + static_cast<uint64_t>(tv.tv_usec);
-}
-
-// The kB value of a "Name:   N kB" line of a /proc text, or nullopt.
-std::optional<uint64_t> kb_field(const std::string& text, const char* name)
-{
-    for (size_t at = 0; at < text.size();) {
-        const size_t end = std::min(text.find('\n', at), text.size());
-        if (text.compare(at, std::strlen(name), name) == 0)
-            return std::strtoull(text.c_str() + at + std::strlen(name), nullptr, 10) * 1024;
-        at = end + 1;
-    }
-    return std::nullopt;
 }
 
 // Appends the PIDs a cgroup.procs text lists.
@@ -140,8 +127,8 @@ uint64_t UsageMeter::measure_memory(std::vector<std::pair<pid_t, uint64_t>>& dis
         if (i == 0 || !over_budget()) {
             const std::string rollup =
                 sys::read_small(AT_FDCWD, ("/proc/" + std::to_string(pid) + "/smaps_rollup").c_str(), 4096);
-            if (auto pss = kb_field(rollup, "Pss:"))
-                m = {*pss, m_tick};
+            if (auto pss = keyed_number(rollup, "Pss:"))
+                m = {*pss * 1024, m_tick};  // kB
         }
         memory += m.tick ? m.pss : rss;
     }

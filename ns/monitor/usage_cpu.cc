@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "base/sys.h"
@@ -30,10 +29,9 @@ std::optional<ProcessSample> read_process(int proc_dir, pid_t pid)
     p.tasks = number(20);
     p.start = number(22);
     p.layout = {number(26), number(27), number(28)};
-    const std::string statm = sys::read_small(proc_dir, "statm", 4096);
-    const char* resident = std::strchr(statm.c_str(), ' ');
-    if (resident)
-        p.rss = std::strtoull(resident, nullptr, 10) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    // rss (field 24), in pages: the counters statm's resident adds up too (get_mm_rss), without
+    // reading statm as well.
+    p.rss = number(24) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     return p;
 }
 
@@ -49,22 +47,22 @@ void CpuLedger::add(const std::vector<ProcessSample>& sampled, bool complete,
         // for.
         uint64_t gone_user = 0, gone_system = 0, more_user = 0, more_system = 0;
         for (const auto& [pid, last] : m_last) {
-            if (now.count(pid))
-                continue;  // the PID's process now; if another one, the last is gone below
-            if (std::optional<ProcessSample> alive = reread(pid); alive && alive->start == last.start) {
-                now.emplace(pid, *alive);  // left the tree, not the machine: still the sandbox's
-                continue;
+            const auto it = now.find(pid);
+            if (it != now.end() && it->second.start == last.start)
+                continue;  // still there
+            // Not in the tree (or its PID is another process's now): left the tree, not the
+            // machine, and still the sandbox's; or gone.
+            std::optional<ProcessSample> alive = it == now.end() ? reread(pid) : std::nullopt;
+            if (alive && alive->start == last.start) {
+                now.emplace(pid, *alive);
+            } else {
+                gone_user += last.user + last.reaped_user;
+                gone_system += last.system + last.reaped_system;
             }
-            gone_user += last.user + last.reaped_user;
-            gone_system += last.system + last.reaped_system;
         }
         for (const auto& [pid, p] : now) {
             auto it = m_last.find(pid);
             const bool same = it != m_last.end() && it->second.start == p.start;
-            if (it != m_last.end() && !same) {  // the PID was reused
-                gone_user += it->second.user + it->second.reaped_user;
-                gone_system += it->second.system + it->second.reaped_system;
-            }
             more_user += p.reaped_user - (same ? std::min(it->second.reaped_user, p.reaped_user) : 0);
             more_system += p.reaped_system - (same ? std::min(it->second.reaped_system, p.reaped_system) : 0);
         }

@@ -15,7 +15,7 @@
 
 namespace cocoon::ns {
 
-// One process as a sample reads it: /proc/PID/stat and statm.
+// One process as a sample reads it: /proc/PID/stat.
 struct ProcessSample {
     pid_t pid = 0;
     uint64_t start = 0;  // starttime (field 22): with the PID, which process this is
@@ -27,7 +27,7 @@ struct ProcessSample {
     // address space, and set by exec, so processes that share one have the same; 0s where the
     // kernel hides them (a process the monitor may not ptrace-read).
     std::array<uint64_t, 3> layout{};
-    uint64_t rss = 0;  // bytes (statm)
+    uint64_t rss = 0;  // bytes (rss, field 24)
 };
 
 // The process whose /proc/PID directory is proc_dir, or nullopt if it is gone.

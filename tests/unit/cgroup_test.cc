@@ -1,7 +1,8 @@
 // Where cocoon finds the caller's cgroup v2 (ns/monitor/cgroup.cc), from the texts of
 // /proc/self/mountinfo and /proc/self/cgroup: a hybrid host (this one), a
 // unified host, a container whose mount shows a subtree, no cgroup2 at all;
-// and which names the stale-cgroup sweep may remove.
+// which names the stale-cgroup sweep may remove; and the parser of flat keyed files (cpu.stat,
+// cgroup.events, smaps_rollup, memory.peak).
 #include "ns/monitor/cgroup.h"
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -66,6 +68,25 @@ TEST(StaleCgroupName, OnlyCocoonPidOfAPidThatIsGone)
     for (const char* other : {"cocoon-", "cocoon-12x", "cocoon-e2e-1-2", "cocoonx-5", "other", "cocoon-99999999999",
                               "cocoon-4194305-", "cocoon-4194305-x", "cocoon-4194305-1-2", "cocoon--1"})
         EXPECT_FALSE(is_stale_cgroup_name(other)) << other;
+}
+
+TEST(KeyedNumber, TheNumberAfterAWholeKeyAtALinesStart)
+{
+    const std::string cpu_stat = "usage_usec 30\nuser_usec 20\nsystem_usec 10\n";
+    EXPECT_EQ(keyed_number(cpu_stat, "user_usec"), 20u);
+    EXPECT_EQ(keyed_number(cpu_stat, "system_usec"), 10u);
+    EXPECT_EQ(keyed_number(cpu_stat, "usec"), std::nullopt);  // not at a line's start
+    EXPECT_EQ(keyed_number("populated 0\nfrozen 1", "populated"), 0u);
+    EXPECT_EQ(keyed_number("populated 0\nfrozen 1", "frozen"), 1u);  // the last line, no newline
+    EXPECT_EQ(keyed_number("Rss:    12 kB\nPss:\t 8 kB\nPss_Anon: 4 kB\n", "Pss:"), 8u);
+    EXPECT_EQ(keyed_number("Pss_Anon: 4 kB\n", "Pss"), std::nullopt);  // a whole key only
+    EXPECT_EQ(keyed_number("user_usec20\n", "user_usec"), std::nullopt);
+    EXPECT_EQ(keyed_number("4096\n", ""), 4096u);  // memory.peak
+    EXPECT_EQ(keyed_number("max\n", ""), std::nullopt);
+    EXPECT_EQ(keyed_number("user_usec -1\n", "user_usec"), std::nullopt);  // no sign
+    EXPECT_EQ(keyed_number("user_usec 99999999999999999999\n", "user_usec"), std::nullopt);  // past 64 bits
+    EXPECT_EQ(keyed_number("", ""), std::nullopt);  // a file that could not be read
+    EXPECT_EQ(keyed_number("user_usec \n", "user_usec"), std::nullopt);
 }
 
 // Issue 24, 2: a --cgroup-parent that is not there, or a file where a directory is expected, is
