@@ -58,6 +58,12 @@ std::vector<std::pair<pid_t, uint64_t>> AddressSpaces::distinct(const std::vecto
     std::map<std::pair<pid_t, uint64_t>, bool> judged;
     std::vector<std::pair<pid_t, uint64_t>> out;
     const size_t first = groups.empty() ? 0 : m_turn++ % groups.size();
+    // The first kAlwaysJudged processes of a tick are judged whatever the budget: a process not
+    // yet judged counts as an address space of its own, so a CLONE_VM child first seen in a tick
+    // already over its budget (a sharer's mmap lock held, a loaded host) would count its
+    // parent's memory again. A sandbox of a few processes is then always judged in full.
+    constexpr size_t kAlwaysJudged = 64;
+    size_t judged_now = 0;
     for (size_t g = 0; g < groups.size(); ++g) {
         const auto [begin, end] = groups[(first + g) % groups.size()];
         std::vector<pid_t> spaces;
@@ -67,7 +73,7 @@ std::vector<std::pair<pid_t, uint64_t>> AddressSpaces::distinct(const std::vecto
             std::optional<bool> shared;
             if (end - begin == 1)
                 shared = false;
-            else if (!over_budget())
+            else if (judged_now++ < kAlwaysJudged || !over_budget())
                 shared = shares(p.pid, spaces);
             else if (auto last = m_shares.find(key); last != m_shares.end())
                 shared = last->second;

@@ -21,8 +21,9 @@ public:
     // (ProcessSample::layout: the same exec, so an address space's sharers and also its forks)
     // are told apart by kcmp(KCMP_VM), which orders address spaces: each goes into a sorted list
     // of the group's address spaces by binary search, so a group of N costs N log N calls, not
-    // N^2. Past the tick's budget a process keeps its verdict of the last sample that judged it
-    // (a process of its own until judged); the groups take turns at coming first.
+    // N^2. The first 64 processes of a tick are judged whatever its budget; past the budget a
+    // process keeps its verdict of the last sample that judged it (a process of its own until
+    // judged); the groups take turns at coming first.
     std::vector<std::pair<pid_t, uint64_t>> distinct(const std::vector<ProcessSample>& processes,
                                                      const std::function<bool()>& over_budget);
 
