@@ -20,6 +20,7 @@
 #include <ctime>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
@@ -354,8 +355,9 @@ void SandboxCgroup::empty_out()
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (populated() && std::chrono::steady_clock::now() < deadline) {
         if (!kill_file) {
-            std::istringstream procs(sys::read_small(m_dir.get(), "cgroup.procs", 4096));
-            for (pid_t pid; procs >> pid;)
+            std::vector<pid_t> pids;  // the command's leaf and what the agent made below it too
+            cgroup_pids(m_dir.get(), pids);
+            for (pid_t pid : pids)
                 ::kill(pid, SIGKILL);
         }
         // cgroup.events raises POLLPRI when populated changes.

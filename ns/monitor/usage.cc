@@ -46,27 +46,6 @@ void add_pids(const std::string& text, std::vector<pid_t>& out)
     }
 }
 
-// The processes of the cgroup at dir and of the cgroups below it, breadth first. Bounded:
-// the sandbox may make kMaxDescendants cgroups below its own (cgroup.max.descendants), and
-// this reads no more than twice that many (a cgroup the agent could not have made is not
-// there to read). cgroupfs holds no links; O_NOFOLLOW all the same.
-bool cgroup_pids(int dir, std::vector<pid_t>& out)
-{
-    std::vector<UniqueFd> dirs;
-    dirs.emplace_back(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dirs[0].valid())
-        return false;
-    for (size_t i = 0; i < dirs.size(); ++i) {
-        add_pids(sys::read_small(dirs[i].get(), "cgroup.procs", 1 << 20), out);
-        for (const sys::DirEntry& e : sys::list_dir(dirs[i].get()))
-            if (e.type == DT_DIR && dirs.size() < 2 * kMaxDescendants + 2)
-                dirs.emplace_back(
-                    ::openat(dirs[i].get(), e.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-        dirs[i].reset();
-    }
-    return true;
-}
-
 // Appends the children of every thread of the process at proc_dir, not only of its main one.
 void add_children(int proc_dir, std::vector<pid_t>& todo)
 {
@@ -90,6 +69,23 @@ double thread_cpu_seconds()
 }
 
 }  // namespace
+
+bool cgroup_pids(int dir, std::vector<pid_t>& out)
+{
+    std::vector<UniqueFd> dirs;
+    dirs.emplace_back(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dirs[0].valid())
+        return false;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+        add_pids(sys::read_small(dirs[i].get(), "cgroup.procs", 1 << 20), out);
+        for (const sys::DirEntry& e : sys::list_dir(dirs[i].get()))
+            if (e.type == DT_DIR && dirs.size() < 2 * kMaxDescendants + 2)
+                dirs.emplace_back(
+                    ::openat(dirs[i].get(), e.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+        dirs[i].reset();
+    }
+    return true;
+}
 
 UsageMeter::UsageMeter() : m_start(std::chrono::steady_clock::now())
 {

@@ -19,6 +19,14 @@
 
 namespace cocoon::ns {
 
+// The processes of the cgroup at dir and of the cgroups below it, breadth first. Bounded:
+// the sandbox may make kMaxDescendants cgroups below its own (cgroup.max.descendants), and
+// this reads no more than twice that many (a cgroup the agent could not have made is not
+// there to read). cgroupfs holds no links; O_NOFOLLOW all the same.
+// The sampler lists them each tick; SandboxCgroup::empty_out kills them where the kernel has no
+// cgroup.kill. False when dir cannot be reopened.
+bool cgroup_pids(int dir, std::vector<pid_t>& out);
+
 struct Usage {
     uint64_t wall_us = 0;
     uint64_t cpu_user_us = 0;
