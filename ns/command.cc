@@ -175,6 +175,10 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
                                int sock, CapSet bounding)
 {
     try {
+        // PID 1 (the holder, this process's parent) gets the caller's affinity back before the
+        // command can see it: on its own it does so only once it runs again after the fork, which
+        // on a loaded host can be after the command read /proc/1/status.
+        ctx.pin.restore(::getppid());
         move_into_command_cgroup(ctx.command_cgroup_procs, (plan.clone_flags & CLONE_NEWCGROUP) != 0);
         if (ctx.send_command_pidfd) {
             UniqueFd self = sys::check_fd(::syscall(SYS_pidfd_open, ::getpid(), 0), "pidfd_open");

@@ -37,10 +37,11 @@ public:
     CpuPin& operator=(const CpuPin&) = delete;
     ~CpuPin() { release(); }
 
-    void restore() const
+    // Gives process pid (0: this one) the caller's affinity back.
+    void restore(pid_t pid = 0) const
     {
         if (m_caller)
-            ::sched_setaffinity(0, sizeof *m_caller, &*m_caller);
+            ::sched_setaffinity(pid, sizeof *m_caller, &*m_caller);
     }
     void release()
     {
