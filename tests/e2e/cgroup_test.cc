@@ -401,8 +401,10 @@ TEST_F(Cgroup, PidOneIsOutOfTheAgentsReach)
     // be in the sandbox's cgroup, not in the command's leaf nor below it.
     if (m_own.nsdelegate || is_root()) {
         std::vector<std::string> as;
-        if (!m_own.nsdelegate)
-            as = {"--host-user", "cocoon-test", "--uid", "0", "--gid", "0"};
+        if (!m_own.nsdelegate) {
+            ASSERT_TRUE(test_user()) << kNoTestUser;
+            as = {"--host-user", kTestUser, "--uid", "0", "--gid", "0"};
+        }
         Result r = in_sandbox(args({{"--cgroup-parent", m_parent}, as, kAttackLayout}), attack);
         EXPECT_EQ(r.code, 7) << r.err;
         EXPECT_TRUE(std::regex_match(r.out, std::regex("0::.*/cocoon-[0-9]+(-[0-9]+)?\n")))

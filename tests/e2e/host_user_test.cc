@@ -72,7 +72,7 @@ protected:
             GTEST_SKIP() << kNeedsRoot;
         ASSERT_EQ(::access(probe().c_str(), X_OK), 0) << probe() << " is missing";
         std::optional<TestUser> user = test_user();
-        ASSERT_TRUE(user) << "no user " << kUser << ", and useradd could not make one";
+        ASSERT_TRUE(user) << kNoTestUser;
         m_user = *user;
     }
 

@@ -361,9 +361,8 @@ TEST(LoginFile, ARenewalIsNotLostForAGroupTheCallerIsNotIn)
 {
     if (!is_root())
         GTEST_SKIP() << "needs root to give SRC a group its unprivileged caller is not in (the root pass runs it)";
-    passwd* user = ::getpwnam("cocoon-test");
-    if (!user)
-        GTEST_SKIP() << "needs the user cocoon-test (tools/test makes it)";
+    passwd* user = ::getpwnam(kTestUser);
+    ASSERT_TRUE(user) << kNoTestUser;
     TempDir dir;
     ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
     const std::string sub = dir / "state";

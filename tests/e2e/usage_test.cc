@@ -245,8 +245,10 @@ TEST(Usage, WhatKillAfterEndsStillCounts)
     ASSERT_EQ(::chmod(bin.path().c_str(), 0755), 0);
     ASSERT_EQ(std::system(("cp '" + cocoon_bin() + "' '" + (bin / "cocoon") + "'").c_str()), 0);
     std::vector<std::vector<std::string>> runners = {{}};
-    if (is_root() && test_user())
+    if (is_root()) {
+        ASSERT_TRUE(test_user()) << kNoTestUser;
         runners.push_back({"/usr/sbin/runuser", "-u", kTestUser, "--"});
+    }
     for (const auto& runner : runners) {
         SCOPED_TRACE(runner.empty() ? "as the caller" : "as cocoon-test");
         TempDir logs;
@@ -343,8 +345,10 @@ TEST(Usage, KillAfterReportsTheCpuItsProcessesBurned)
                               .c_str()),
               0);
     std::vector<std::vector<std::string>> runners = {{}};
-    if (is_root() && test_user())
+    if (is_root()) {
+        ASSERT_TRUE(test_user()) << kNoTestUser;
         runners.push_back({"/usr/sbin/runuser", "-u", kTestUser, "--"});
+    }
     for (const auto& runner : runners)
         for (const char* mode : {"spin 2", "unwaited 4"}) {
             SCOPED_TRACE(std::string(runner.empty() ? "as the caller: " : "as cocoon-test: ") + mode);
