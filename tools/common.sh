@@ -32,6 +32,22 @@ cocoon_build() {
   cmake --build "$COCOON_BUILD" -- --quiet
 }
 
+# The repository's root is the first thing a newcomer sees: it holds the layout and its documents,
+# nothing else. Fails naming each tracked entry at the root that is not in this list (a stray
+# shell redirect, a build's leftover).
+cocoon_root_layout=(
+  .ci .clang-format .clang-tidy .gitignore CMakeLists.txt README.md ARCHITECTURE.md SECURITY.md
+  base docs mount net ns reaper relay tests tools
+)
+cocoon_check_tree() {
+  local stray
+  stray=$(git -C "$COCOON_ROOT" ls-files | awk -F/ '{print $1}' | sort -u |
+    grep -vxF -f <(printf '%s\n' "${cocoon_root_layout[@]}") || true)
+  [ -z "$stray" ] && return 0
+  echo "tools/test: tracked at the repository's root but not in its layout (tools/common.sh):" $stray >&2
+  return 1
+}
+
 # Fails naming each file that .clang-format would change.
 cocoon_check_format() {
   local bad=()
