@@ -16,9 +16,14 @@ cocoon \- run a command in a Linux namespace sandbox (a drop-in for bwrap)
 .B bwrap
 [\fIOPTIONS\fR...] [\fB\-\-\fR] \fICOMMAND\fR [\fIARGS\fR...]
 .SH DESCRIPTION
-cocoon runs COMMAND in new user, PID, mount, network, IPC, UTS and cgroup
-namespaces, on a fresh tmpfs root built from the binds and mounts the options
-ask for, in command-line order, without capabilities and with no_new_privs.
+cocoon runs COMMAND in a new mount namespace, on a fresh tmpfs root built from
+the binds and mounts the options ask for, in command-line order, and in the
+user, PID, network, IPC, UTS and cgroup namespaces the options ask for
+(\fB\-\-unshare\-all\fR: all of them). As with bwrap, a caller other than root
+always gets a user namespace, and its command has no capabilities unless
+\fB\-\-cap\-add\fR; a root caller's command keeps root's capabilities unless
+\fB\-\-cap\-drop\fR. no_new_privs is always set, and a default seccomp policy
+is loaded unless \fB\-\-no\-default\-seccomp\fR.
 It accepts the command line of bubblewrap (bwrap); installed or linked as
 \fBbwrap\fR, its messages start with "bwrap: ". Errors are one line; the exit
 status is the command's, 128+N if signal N ended it, and 1 if the sandbox
