@@ -29,11 +29,24 @@ private:
     std::string m_context, m_step, m_path;
 };
 
-// Setup errors that are not a failed call (bad input, a broken rule):
-// what() is the message alone.
+// Setup errors that are not a failed call (bad input, a broken rule): what() is the message alone.
+// Where bwrap has a message for the same mistake, what() is bwrap's text byte for byte (programs
+// match it), and what cocoon adds (the option, the fd, the size) is detail(): said after it only
+// when invoked as cocoon (tools/entry.cc).
 class UsageError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+    UsageError(const std::string& text, std::string detail) : std::runtime_error(text), m_detail(std::move(detail)) {}
+    const std::string& detail() const { return m_detail; }
+
+private:
+    std::string m_detail;
+};
+
+// No command after the options: bwrap prints its usage to stderr and exits 1.
+class NoCommandError : public UsageError {
+public:
+    NoCommandError() : UsageError("No command specified (see --help)") {}
 };
 
 // Throws SysError(errno, context) when result is negative, else returns it.

@@ -87,10 +87,17 @@ po::options_description describe(const std::vector<std::string>& option_args)
     return desc;
 }
 
+// bwrap's words for an option without its arguments, which scripts match: "an argument", but "one
+// argument" for three options, and both fd binds named --bind-fd.
 void check_has_arguments(const std::string& arg, unsigned n, size_t at, size_t size)
 {
-    if (at + n >= size)
-        throw UsageError(arg + " takes " + std::to_string(n) + (n == 1 ? " argument" : " arguments"));
+    if (at + n < size)
+        return;
+    static const std::set<std::string_view> kOne = {"--chdir", "--remount-ro", "--argv0"};
+    const char* count = n == 1   ? (kOne.contains(arg) ? "one argument" : "an argument")
+                        : n == 2 ? "two arguments"
+                                 : "three arguments";
+    throw UsageError((arg == "--ro-bind-fd" ? "--bind-fd" : arg) + " takes " + count);
 }
 
 // The NUL-separated arguments of an --args file; a last one without its NUL
@@ -282,7 +289,7 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
     finish_modifiers(o);
     // Read after parsing, so only the --seccomp that takes effect is read.
     // A failure reads as bwrap words it ("Can't read seccomp data: Bad file
-    // descriptor"), then the option that named the fd. bwrap's order: each
+    // descriptor"); the option that named the fd is its detail. bwrap's order: each
     // program is read and checked for whole instructions before the next is
     // read, and every program before any other check of its data (an empty
     // first program and a ragged second are refused for the ragged one).
@@ -290,7 +297,7 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
         try {
             in.bytes = read(in.fd, "Can't read seccomp data");
         } catch (const SysError& e) {
-            throw UsageError(std::string(e.what()) + " (" + in.option + ")");
+            throw UsageError(e.what(), in.option);
         }
         check_whole_instructions(in);
     }

@@ -226,6 +226,14 @@ int cocoon_main(int argc, char** argv)
         // The sandbox is gone: the plan's and the options' destructors would
         // only free memory.
         return exit_now(ns::launch(plan, std::move(fds)));
+    } catch (const UsageError& e) {
+        if (prog == "bwrap" && dynamic_cast<const NoCommandError*>(&e)) {
+            std::fputs(usage(argc > 0 ? argv[0] : prog).c_str(), stderr);  // bwrap's answer
+            return 1;
+        }
+        // Invoked as bwrap, bwrap's text alone: a script that matches it finds it whole.
+        say("<3>", prog == "bwrap" || e.detail().empty() ? e.what() : std::string(e.what()) + " (" + e.detail() + ")");
+        return 1;
     } catch (const std::exception& e) {
         say("<3>", e.what());
         return 1;

@@ -336,9 +336,9 @@ constexpr OptionSpec kSpecs[] = {
     // SELinux support, so it always refuses rather than run the sandbox
     // in a context other than the one asked for.
     {"exec-label", "LABEL", "SELinux label of the command (not supported: refused)",
-     [](Options&, const V&) { throw UsageError("labeling not supported on this system (--exec-label)"); }},
+     [](Options&, const V&) { throw UsageError("labeling not supported on this system", "--exec-label"); }},
     {"file-label", "LABEL", "SELinux label of the sandbox's files (not supported: refused)",
-     [](Options&, const V&) { throw UsageError("labeling not supported on this system (--file-label)"); }},
+     [](Options&, const V&) { throw UsageError("labeling not supported on this system", "--file-label"); }},
     {"cap-add", "CAP", "Add capability CAP (or ALL)",
      [](Options& o, const V& a) {
          o.caps.push_back(ns::CapOp{true, a[0]});

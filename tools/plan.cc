@@ -18,8 +18,8 @@ void check_whole_instructions(const SeccompInput& in)
 {
     const size_t size = in.bytes.size();
     if (size % sizeof(sock_filter) != 0)
-        throw UsageError("Invalid seccomp data, must be multiple of 8 (" + in.option + ": " + std::to_string(size) +
-                         " bytes)");
+        throw UsageError("Invalid seccomp data, must be multiple of 8",
+                         in.option + ": " + std::to_string(size) + " bytes");
 }
 
 std::vector<sock_filter> seccomp_program(const SeccompInput& in)
@@ -199,7 +199,7 @@ void plan_ids(ns::LaunchPlan& plan, const Options& o, const HostFacts& host, boo
 ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
 {
     if (o.command.empty())
-        throw UsageError("No command specified (see --help)");
+        throw NoCommandError();
 
     ns::LaunchPlan plan;
     const bool root = host.uid == 0;

@@ -315,6 +315,11 @@ std::vector<std::string> error_lines(const std::string& err)
 {
     std::vector<std::string> errs;
     std::set<std::string> seen;
+    // A usage on stderr (no command): its first line, with the program's path as its name alone;
+    // the option list after it is cocoon's, longer than bwrap's (docs/bwrap-differences.md).
+    static const std::regex kUsage("^usage: (?:[^ ]*/)?(bwrap \\[OPTIONS\\.\\.\\.\\] .*)");
+    if (std::smatch m; std::regex_search(err, m, kUsage))
+        return {"usage: " + m[1].str()};
     for (const std::string& line : split_lines(err)) {
         const std::string prefix = "bwrap: ";
         std::string msg = line;

@@ -22,6 +22,30 @@ TEST(CocoonMain, BadInputExitsOneWithOneLine)
                 "^cocoon: Invalid destination /b/../c");
 }
 
+// Invoked as bwrap, a mistake bwrap has a message for gets bwrap's text alone (scripts match it);
+// as cocoon, the same text and then what cocoon adds. No command: bwrap's usage on stderr.
+TEST(CocoonMain, AsBwrapAMessageIsBwrapsTextAlone)
+{
+    auto ragged_seccomp = [](const char* prog) {
+        int fds[2];
+        if (::pipe(fds) != 0 || ::write(fds[1], "x", 1) != 1)
+            std::exit(99);
+        ::close(fds[1]);
+        std::exit(run_main({prog, "--seccomp", std::to_string(fds[0]), "true"}));
+    };
+    ASSERT_EXIT(ragged_seccomp("/usr/bin/bwrap"), testing::ExitedWithCode(1),
+                "^bwrap: Invalid seccomp data, must be multiple of 8\n$");
+    ASSERT_EXIT(ragged_seccomp("cocoon"), testing::ExitedWithCode(1),
+                "^cocoon: Invalid seccomp data, must be multiple of 8 \\(--seccomp [0-9]+: 1 bytes\\)\n$");
+    ASSERT_EXIT(std::exit(run_main({"bwrap", "--exec-label", "x", "true"})), testing::ExitedWithCode(1),
+                "^bwrap: labeling not supported on this system\n$");
+    ASSERT_EXIT(std::exit(run_main({"bwrap", "--bind", "/a"})), testing::ExitedWithCode(1),
+                "^bwrap: --bind takes two arguments\n$");
+    ASSERT_EXIT(std::exit(run_main({"/usr/bin/bwrap", "--unshare-net"})), testing::ExitedWithCode(1),
+                "^usage: /usr/bin/bwrap \\[OPTIONS...\\] \\[--\\] COMMAND \\[ARGS...\\]\n\n    --help");
+    ASSERT_EXIT(std::exit(run_main({"bwrap"})), testing::ExitedWithCode(1), "^usage: bwrap ");
+}
+
 TEST(CocoonMain, HelpListsEveryOption)
 {
     testing::internal::CaptureStdout();
@@ -77,8 +101,8 @@ TEST(CocoonMain, LevelPrefixMarksErrorsAndWarnings)
 {
     ASSERT_EXIT(std::exit(run_main({"cocoon", "--level-prefix", "--frobnicate"})), testing::ExitedWithCode(1),
                 "^<3>cocoon: Unknown option --frobnicate\n$");
-    ASSERT_EXIT(std::exit(run_main({"bwrap", "--level-prefix", "--unshare-net"})), testing::ExitedWithCode(1),
-                "^<3>bwrap: No command specified");
+    ASSERT_EXIT(std::exit(run_main({"cocoon", "--level-prefix", "--unshare-net"})), testing::ExitedWithCode(1),
+                "^<3>cocoon: No command specified");
     // A warning, then an error from after parsing (an empty program): both marked.
     auto warn_then_fail = [] {
         const std::string fd = std::to_string(::open("/dev/null", O_RDONLY));

@@ -116,7 +116,8 @@ TEST(MakePlan, SeccompProgramSize)
                 bytes % 8 != 0
                     ? "Invalid seccomp data, must be multiple of 8 (--seccomp 5: " + std::to_string(bytes) + " bytes)"
                     : "Invalid seccomp data from --seccomp 5: ";
-            EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+            const std::string said = std::string(e.what()) + (e.detail().empty() ? "" : " (" + e.detail() + ")");
+            EXPECT_EQ(said.rfind(want, 0), 0u) << said;
             return false;
         }
     };
