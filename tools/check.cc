@@ -252,9 +252,14 @@ void check_cgroup(Report& r)
     if (own.mount.empty())
         return;
     const std::string controllers = read_line((own.mount + "/cgroup.controllers").c_str());
-    r.line(ns::cgroup_offers(own.mount, "memory") && ns::cgroup_offers(own.mount, "pids"),
-           "cgroup v2 memory and pids controllers (" + controllers + ")",
-           "missing: memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
+    std::string missing;
+    for (const char* c : {"memory", "pids"})
+        if (!ns::cgroup_offers(own.mount, c))
+            missing += std::string(missing.empty() ? "" : " and ") + c;
+    r.line(missing.empty(),
+           "cgroup v2 memory and pids controllers (this cgroup v2 has: " +
+               (controllers.empty() ? std::string("none") : controllers) + ")",
+           "no " + missing + ": memory and tasks are sampled, --memory-max and --pids-max are unavailable", false);
     r.line(own.writable, "own cgroup " + own.dir + " writable (a sandbox gets a cgroup of its own below it)",
            "not writable: a sandbox stays in it, which the agent cannot write either; give --cgroup-parent "
            "DIR, or run under systemd-run --user --scope -p Delegate=yes",

@@ -20,6 +20,30 @@ TEST(Check, ThisHostRunsADefaultSandbox)
     EXPECT_TRUE(r.out.size() > 0 && contains(r.out, "\na default sandbox can run here\n")) << r.out;
 }
 
+// The controllers line says what this cgroup v2 has, and names only what is missing.
+TEST(Check, TheControllersLineSaysWhatIsThereAndWhatIsMissing)
+{
+    Result r = cocoon({"--check"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const size_t at = r.out.find("cgroup v2 memory and pids controllers (this cgroup v2 has: ");
+    if (at == std::string::npos) {
+        EXPECT_TRUE(contains(r.out, "no   cgroup v2: not mounted")) << r.out;
+        return;
+    }
+    const std::string line = r.out.substr(at - 5, r.out.find('\n', at) - (at - 5));
+    const std::string has = line.substr(line.find("has: ") + 5, line.find(')') - line.find("has: ") - 5);
+    const bool memory = contains(" " + has + " ", " memory "), pids = contains(" " + has + " ", " pids ");
+    if (memory && pids)
+        EXPECT_EQ(line.rfind("yes  ", 0), 0u) << line;
+    else
+        EXPECT_TRUE(contains(line, std::string("): no ") +
+                                       (memory ? "pids"
+                                        : pids ? "memory"
+                                               : "memory and pids") +
+                                       ": memory and tasks are sampled"))
+            << line;
+}
+
 // A root caller is told that its sandbox acts on the host as root unless --host-user names
 // another user, and keeps root's capabilities unless it drops them; an unprivileged one is not.
 TEST(Check, ARootCallerIsToldToActAsAnotherUser)
