@@ -114,6 +114,9 @@ cocoon_check_layout() {
   while read -r opt; do
     grep -qe "$opt" <<<"$text" || missing+=("$opt")
   done < <("$bin/cocoon" --help | awk '/^    --/ {print $1}')
+  for section in "EXIT STATUS" "DEFAULT SECCOMP POLICY"; do
+    grep -qx "$section" <<<"$text" || missing+=("the section $section")
+  done
   [ ${#missing[@]} -eq 0 ] || { echo "$fail: cocoon.1 lacks: ${missing[*]}" >&2; return 1; }
   local completions=$share/bash-completion/completions completed
   [ -f "$completions/cocoon" ] && [ -L "$completions/bwrap" ] && [ "$completions/bwrap" -ef "$completions/cocoon" ] ||

@@ -95,6 +95,34 @@ but every connect failed); \fBreason\fR says why in words. \fBvia\fR is
 the resolver refused (port 53), and absent for the proxy's. The last line is a
 summary of each host and port, and of the results in all. docs/options.md
 lists every field.
+.SH DEFAULT SECCOMP POLICY
+Before the command runs, cocoon loads a seccomp filter that refuses what no
+agent needs and what has been a way out of a sandbox or a way to reach the
+host; the filters of \fB\-\-seccomp\fR and \fB\-\-add\-seccomp\-fd\fR
+stack on it. It refuses with EPERM: the keyring calls (keyctl, add_key,
+request_key), kernel modules and kexec, bpf, perf_event_open, userfaultfd,
+io_uring, acct, swapon and swapoff, reboot, open_by_handle_at, syslog,
+quotactl and obsolete calls; the terminal ioctls TIOCSTI and TIOCLINUX (input
+injected into the caller's terminal), TIOCSETD, TIOCEXCL, TCXONC, TIOCCONS,
+TIOCSLCKTRMIOS, TIOCVHANGUP and the virtual console's KD* and VT_* requests
+(the caller's terminal left broken); AF_VSOCK sockets (the hypervisor);
+setting the setuid or setgid bit (chmod, creat, mknod, open with O_CREAT), and
+setxattr with the value sizes of a security.capability attribute (file
+capabilities a root caller's host would honour); personas other than Linux's.
+openat2 and setxattrat answer ENOSYS, as on an older kernel, since a filter
+cannot read their flags: programs fall back to openat and setxattr. 32-bit
+x86 calls are filtered the same way; x32 calls answer ENOSYS. A program that
+fails on one of these (a debugger that wants perf_event_open, a tool that
+needs io_uring) runs with \fB\-\-no\-default\-seccomp\fR, which loads none of
+it; bwrap has no such policy. SECURITY.md gives each rule's reason.
+.SH EXIT STATUS
+The command's exit status when it exits; 128+N when signal N ends it
+(\fB\-\-json\-status\-fd\fR's exit\-signal says which); 1 when the sandbox could not be set up or the command
+line is wrong (one line on stderr names the option or path; as
+\fBbwrap\fR with no command, the usage). \fB\-\-kill\-after\fR's SIGKILL
+counts as the signal: 137. \fB\-\-help\fR, \fB\-\-version\fR and
+\fB\-\-check\fR exit 0 (\fB\-\-check\fR: 1 when this host cannot run a
+default sandbox).
 .SH FILES
 .TP
 .I /etc/apparmor.d/cocoon
