@@ -77,8 +77,12 @@ sandbox's loopback addresses, except \fB\-\-egress\fR's and the
 \fB\-\-relay\fR ports; a connection there to one of those addresses goes to
 the real name and port, resolved and checked on the host as a CONNECT is,
 and is logged the same way with \fBvia\fR "transparent". A connection to
-an address no name was given, or to an admitted name on a port its rule does
-not allow, is reset. Limits: a client with a hard-coded IP address, or with
+an address no name was given, on a port a rule allows, is closed and logged
+as refused. One on a port no rule allows (to an admitted name's address too:
+\fBcurl https://NAME:8443/\fR) is reset by the kernel inside the sandbox, and the
+egress log never sees it: nothing listens on that port, and
+cocoon cannot listen on every port (a listener each) nor steer them all to one
+(a BPF program a caller without privilege cannot load). Limits: a client with a hard-coded IP address, or with
 its own DNS server, reaches nothing; the sandbox cannot listen on those ports
 itself; UDP other than DNS (QUIC) goes nowhere.
 .SH EGRESS LOG
