@@ -179,22 +179,28 @@ TEST(LoginFileStop, DieWithParentNeverSavesAHalfWrittenDest)
 
 // Controls: a version closed before the stop is saved, a second before it (saved while the
 // sandbox runs) or 0.3 s before it (held back by the one-save-a-second rule, so saved only at the
-// end); the agent writes version 1, then version 2 0.2 s later, then waits to be stopped.
+// end), whether the stop is a SIGTERM cocoon forwards or a SIGKILL of the command from outside
+// (past the quiet period cocoon then takes for the stop). The agent writes version 1, then
+// version 2 0.2 s later, then waits to be stopped.
 TEST(LoginFileStop, AVersionClosedBeforeTheStopIsSaved)
 {
     TempDir dir, logs, out;
     const std::string script = "n=1; " + kWrite + "sleep 0.2; n=2; " + kWrite + ": > /out/ready; sleep 60";
-    for (int before_ms : {1000, 300}) {
+    for (auto [before_ms, by] : {std::pair{1000, StopBy::Term}, {300, StopBy::Term}, {300, StopBy::KillCommand}}) {
         write_file(dir / "cred", version(0), 0600);
         ::unlink((out / "ready").c_str());
         Sandbox sandbox(
             args({options(dir, {"--forward-signals", "--kill-after", "2", "--bind", out.path(), "/out"}), sh(script)}),
             logs / "out");
         ASSERT_TRUE(wait_until([&] { return exists(out / "ready"); }, 5000)) << sandbox.output();
+        ASSERT_TRUE(sandbox.wait_started() && sandbox.locate_pid_ns());
         sleep_ms(before_ms);
-        ::kill(sandbox.pid(), SIGTERM);
+        const std::optional<pid_t> command = sandbox.find_child_of_pid1("/out/ready");
+        ASSERT_TRUE(command) << "no command under PID 1";
+        ::kill(by == StopBy::Term ? sandbox.pid() : *command, by == StopBy::Term ? SIGTERM : SIGKILL);
         const std::optional<int> status = sandbox.wait_status(10000);
-        EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 128 + SIGTERM) << sandbox.output();
+        const int code = 128 + (by == StopBy::Term ? SIGTERM : SIGKILL);
+        EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == code) << sandbox.output();
         EXPECT_EQ(whole_version(read_file(dir / "cred")), 2) << "closed " << before_ms << " ms before the stop";
         EXPECT_EQ(sandbox.output(), "");
     }
