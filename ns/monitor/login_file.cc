@@ -236,6 +236,7 @@ void LoginFiles::on_events()
                 if (ev->mask & IN_Q_OVERFLOW) {
                     // Events were lost: look at everything.
                     e.dest_closed = e.src_changed = true;
+                    e.changed_at = Clock::now();
                     any = true;
                 } else if (ev->wd == e.dest_wd && name == e.dest_name) {
                     // A version is whole only once a close or a rename came
@@ -247,6 +248,7 @@ void LoginFiles::on_events()
                     else if (ev->mask & IN_MODIFY)
                         e.dest_closed = false;
                     e.dest_created |= (ev->mask & IN_CREATE) != 0;
+                    e.changed_at = Clock::now();
                     any = true;  // any change (IN_MODIFY too) restarts the quiet period
                 } else if (ev->wd == e.src_wd && name == e.src_name) {
                     e.src_changed = true;
@@ -282,15 +284,28 @@ void LoginFiles::on_timer()
     set_timer();
 }
 
-void LoginFiles::finish()
+void LoginFiles::stop_begins()
+{
+    if (m_entries.empty() || m_stop_at)
+        return;
+    // Security: on the stop path, bounded (at most max_queued_events, read without blocking). What
+    // was queued until now came before the stop; a writer it kills closes DEST after.
+    on_events();
+    m_stop_at = Clock::now();
+}
+
+void LoginFiles::finish(std::optional<Clock::time_point> killed_at)
 {
     if (m_entries.empty())
         return;
+    // A writer killed with the command closed DEST before PID 1's end was seen: a change read in
+    // the quiet period before it is not saved (nor would the loop have saved it yet).
+    if (killed_at && !m_stop_at)
+        m_stop_at = *killed_at - kQuiet;
     on_events();
-    // The writers are gone with the sandbox (their files were closed as they
-    // died, which marked DEST closed), so a last version needs no quiet
-    // period. The command started only once every DEST was watched, so no
-    // change came before the watch.
+    // The writers are gone with the sandbox (their files were closed as they died, which marked
+    // DEST closed), so a last version needs no quiet period, unless it changed after a stop began
+    // (check_dest). The command started only once every DEST was watched: no change came before.
     for (Entry& e : m_entries)
         check_dest(e, true);
 }
@@ -356,7 +371,12 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
 
 void LoginFiles::check_dest(Entry& e, bool final)
 {
-    if (!e.dest_dir || !(e.dest_closed || e.dest_created))
+    // Security: the kernel closes the files of a writer a stop killed as it closes any writer's,
+    // so a DEST a killed rewrite left cut short is whole to every check below; only when its
+    // last change came tells it apart. A change read after the stop began is not saved (judged
+    // once, at the end), and SRC keeps its last version.
+    const bool after_stop = m_stop_at && e.changed_at >= *m_stop_at;
+    if (!e.dest_dir || !(e.dest_closed || e.dest_created) || (after_stop && !final))
         return;
     std::string content;
     Read r = read_dest(e, true, content);
@@ -364,11 +384,13 @@ void LoginFiles::check_dest(Entry& e, bool final)
         arm();  // a writer is still at it
         return;
     }
-    if (r == Read::Wait && !final)
+    // Busy: a writer holds DEST open, and its close is the next event.
+    if ((r == Read::Wait && !final) || r == Read::Busy)
         return;
-    if (r == Read::Busy)
-        return;  // a writer holds DEST open: its close is the next event
-    if (r == Read::Ok && content != e.synced) {
+    if (r == Read::Ok && content != e.synced && after_stop) {
+        m_warnings.say(kStep,
+                       e.option + ": DEST changed after the run was stopped, maybe cut short: not saved, and " + kKept);
+    } else if (r == Read::Ok && content != e.synced) {
         if (!final && Clock::now() < e.saved_at + kSaveGap) {
             arm(e.saved_at + kSaveGap);  // saved a moment ago: this version waits its turn
             return;

@@ -53,8 +53,15 @@ public:
     int timer_fd() const { return m_timer.get(); }
     void on_events();  // inotify_fd is readable
     void on_timer();  // timer_fd is readable: the rest or the quiet period is over
-    // The sandbox is gone: save what changed, without waiting.
-    void finish();
+    // The run is being stopped: the monitor is about to send the sandbox a signal that may kill a
+    // writer of DEST (a forwarded stop signal, --kill-after's or --die-with-parent's SIGKILL).
+    // The changes made so far are read first; no change read after is saved.
+    void stop_begins();
+    // The sandbox is gone: save what changed, without waiting. killed_at: when PID 1's end was
+    // seen, if a signal killed the command and no stop_begins came first (a signal the monitor
+    // did not send): the stop began shortly before, and a change read in the quiet period before
+    // killed_at is not saved.
+    void finish(std::optional<std::chrono::steady_clock::time_point> killed_at = std::nullopt);
     // What failed is said there, never thrown: the sync must not end a run.
     const Warnings& warnings() const { return m_warnings; }
 
@@ -90,6 +97,7 @@ private:
         bool dest_closed = false;  // a close or a rename came after DEST's last change
         bool dest_created = false;  // something new is at DEST (a link, a FIFO, ...)
         bool src_changed = false;
+        Clock::time_point changed_at{};  // when the monitor read DEST's last change, close or rename
         std::string refused;  // the last refusal said (reason and inode), said once
         std::chrono::steady_clock::time_point saved_at{};  // the last write-back (kSaveGap)
     };
@@ -98,6 +106,7 @@ private:
     UniqueFd m_inotify;
     UniqueFd m_timer;
     std::optional<Clock::time_point> m_check_at;  // the next check of DEST and SRC
+    std::optional<Clock::time_point> m_stop_at;  // the stop began: a change read since is not saved
     bool m_resting = false;  // events are not read until m_rest_until
     Clock::time_point m_rest_until{};
 };

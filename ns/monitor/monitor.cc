@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <optional>
 #include <string>
@@ -130,11 +131,8 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
 }
 
 // The exit line of --json-status-fd, and cocoon's exit code.
-int report_exit(Supervised& s, SetupState& state, const siginfo_t& info)
+int report_exit(Supervised& s, SetupState& state, const reaper::ExitStatus& exit)
 {
-    const int status = state.command_status.value_or(info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
-                                                                                : info.si_status & 0x7f);
-    const reaper::ExitStatus exit = reaper::exit_status(status);
     if (s.reports.json_status) {
         std::string line = "{ \"exit-code\": " + std::to_string(exit.code);
         if (exit.signal)
@@ -147,8 +145,8 @@ int report_exit(Supervised& s, SetupState& state, const siginfo_t& info)
     return exit.code;
 }
 
-// After PID 1: the end in order, then the report.
-int finish(Supervised& s, SetupState& state)
+// After PID 1 (its end seen at pid1_seen): the end in order, then the report.
+int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_point pid1_seen)
 {
     siginfo_t info{};
     while (::waitid(P_PIDFD, static_cast<id_t>(s.pidfd), &info, WEXITED) < 0)
@@ -167,9 +165,12 @@ int finish(Supervised& s, SetupState& state)
         state.worker->stop(s.plan.log_prefix);
     if (state.error)
         rethrow(*state.error);
-    // --login-file: the last changes, saved before cocoon reports the exit.
-    s.logins.finish();
-    return report_exit(s, state, info);
+    const reaper::ExitStatus exit = reaper::exit_status(state.command_status.value_or(
+        info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f));
+    // --login-file: the last changes, saved before cocoon reports the exit. A command a signal
+    // killed was stopped, by the monitor or by someone it did not see.
+    s.logins.finish(exit.signal ? std::optional(pid1_seen) : std::nullopt);
+    return report_exit(s, state, exit);
 }
 
 }  // namespace
@@ -189,15 +190,18 @@ int monitor(Supervised s)
         s.usage->sample(s.pid, s.cgroup.fd());
         arm(sampler.get(), s.usage->next_interval());
     }
-    StopPath stop(plan, s.pidfd, std::move(s.parent), [&] {
-        if (sampler)
-            s.usage->sample(s.pid, s.cgroup.fd(), true);
-    });
-    bool setup_open = true, grace = false, pid1_exited = false;
+    StopPath stop(
+        plan, s.pidfd, std::move(s.parent), [&] { s.logins.stop_begins(); },
+        [&] {
+            if (sampler)
+                s.usage->sample(s.pid, s.cgroup.fd(), true);
+        });
+    bool setup_open = true, grace = false;
+    std::optional<std::chrono::steady_clock::time_point> pid1_exited;  // when its end was seen
     // The stop path first: nothing waits behind it in a round.
     std::vector<EventSource> sources = stop.sources();
     const std::vector<EventSource> others = {
-        {"PID 1's exit", [&] { return s.pidfd; }, [&](short) { pid1_exited = true; }},
+        {"PID 1's exit", [&] { return s.pidfd; }, [&](short) { pid1_exited = std::chrono::steady_clock::now(); }},
         {"setup channel", [&] { return setup_open ? s.sock.get() : -1; },
          [&](short revents) {
              if (revents & POLLIN) {
@@ -244,8 +248,8 @@ int monitor(Supervised s)
         {"login sync timer", [&] { return s.logins.timer_fd(); }, [&](short) { s.logins.on_timer(); }},
     };
     sources.insert(sources.end(), others.begin(), others.end());
-    run_events(sources, [&] { return pid1_exited; });
-    return finish(s, state);
+    run_events(sources, [&] { return pid1_exited.has_value(); });
+    return finish(s, state, *pid1_exited);
 }
 
 }  // namespace cocoon::ns

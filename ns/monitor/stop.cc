@@ -44,9 +44,10 @@ sigset_t monitor_signals(const LaunchPlan& plan)
     return set;
 }
 
-StopPath::StopPath(const LaunchPlan& plan, int pidfd, UniqueFd parent, std::function<void()> before_kill)
+StopPath::StopPath(const LaunchPlan& plan, int pidfd, UniqueFd parent, std::function<void()> on_stop,
+                   std::function<void()> before_kill)
     : m_forward(plan.process.forward_signals), m_kill_after(plan.process.kill_after), m_pidfd(pidfd),
-      m_parent(std::move(parent)), m_before_kill(std::move(before_kill))
+      m_parent(std::move(parent)), m_on_stop(std::move(on_stop)), m_before_kill(std::move(before_kill))
 {
     sigset_t handled = monitor_signals(plan);
     if (!sigisemptyset(&handled))
@@ -64,6 +65,7 @@ std::vector<EventSource> StopPath::sources()
         // started cocoon.
         {"--die-with-parent", [this] { return m_parent.get(); },
          [this](short) {
+             m_on_stop();
              send_signal(m_pidfd, SIGKILL);
              m_parent.reset();
          }},
@@ -76,6 +78,9 @@ void StopPath::on_signal()
     if (::read(m_signals.get(), &info, sizeof info) != sizeof info)
         return;
     const int sig = static_cast<int>(info.ssi_signo);
+    // USR1, USR2 and WINCH are requests an agent may answer and go on: no stop.
+    if (m_forward && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT))
+        m_on_stop();
     if (m_forward)
         send_signal(m_pidfd, sig);
     if (m_kill_after && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !m_timer_armed) {
@@ -90,6 +95,7 @@ void StopPath::on_kill_after()
 {
     if (m_before_kill)
         m_before_kill();
+    m_on_stop();
     send_signal(m_pidfd, SIGKILL);
     m_timer.reset();
 }

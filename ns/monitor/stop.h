@@ -1,6 +1,7 @@
 // The stop path: signals the monitor takes over, --kill-after's timer, --die-with-parent. Each
 // is an event source of the monitor's loop (ns/monitor/event_loop.h), polled before any other
-// and bounded: a signal is a read and a pidfd_send_signal, the timer one sample and a SIGKILL.
+// and bounded: a signal is a read and a pidfd_send_signal, the timer one sample and a SIGKILL;
+// one that ends programs also reads --login-file's queued events, the first time (on_stop).
 #pragma once
 
 #include <signal.h>
@@ -19,8 +20,11 @@ struct LaunchPlan;
 class StopPath {
 public:
     // pidfd: PID 1's (borrowed). parent: a pidfd of cocoon's parent with --die-with-parent, else
-    // invalid. before_kill: called once before --kill-after's SIGKILL (the last sample).
-    StopPath(const LaunchPlan& plan, int pidfd, UniqueFd parent, std::function<void()> before_kill);
+    // invalid. on_stop: called before each signal the monitor sends that ends programs (a
+    // forwarded INT, TERM, HUP or QUIT; --kill-after's or --die-with-parent's SIGKILL).
+    // before_kill: called once before --kill-after's SIGKILL (the last sample).
+    StopPath(const LaunchPlan& plan, int pidfd, UniqueFd parent, std::function<void()> on_stop,
+             std::function<void()> before_kill);
 
     // Its sources: the signalfd, the --kill-after timer, the parent's pidfd.
     std::vector<EventSource> sources();
@@ -34,7 +38,7 @@ private:
     int m_pidfd;
     UniqueFd m_signals, m_timer, m_parent;
     bool m_timer_armed = false;
-    std::function<void()> m_before_kill;
+    std::function<void()> m_on_stop, m_before_kill;
 };
 
 // Signals the monitor takes over (blocks, then reads from a signalfd) for this plan: the

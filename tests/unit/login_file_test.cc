@@ -126,6 +126,62 @@ TEST(LoginFiles, ADestOpenForWritingIsNotSaved)
     EXPECT_EQ(read(src.path + "/cred"), "new");
 }
 
+// Issue 31, 1: the kernel closes a writer a stop killed as it closes any writer, so a DEST cut
+// short looks whole. A version closed before the stop began is saved at the end; a change read
+// after it is not, and one line says so.
+TEST(LoginFiles, AChangeAfterTheStopBeganIsNotSaved)
+{
+    Dir src, dest;
+    write(src.path + "/cred", "old");
+    LoginFiles logins({{src.path + "/cred", "/home/agent/.cred"}}, "", false);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    write(dest.path + "/.cred", "closed before");
+    logins.stop_begins();
+    testing::internal::CaptureStderr();
+    logins.finish();
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(read(src.path + "/cred"), "closed before");
+
+    LoginFiles stopped({{src.path + "/cred", "/home/agent/.cred"}}, "", false);
+    stopped.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    UniqueFd writer(::open((dest.path + "/.cred").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+    ASSERT_TRUE(writer);
+    ASSERT_EQ(::write(writer.get(), "cut", 3), 3);
+    stopped.stop_begins();
+    writer.reset();  // the killed writer's close
+    settle(stopped);
+    EXPECT_EQ(read(src.path + "/cred"), "closed before") << "saved in the loop after the stop";
+    testing::internal::CaptureStderr();
+    stopped.finish();
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(read(src.path + "/cred"), "closed before");
+    EXPECT_EQ(said, "cocoon: login sync: --login-file " + src.path +
+                        "/cred /home/agent/.cred: DEST changed after the run was stopped, maybe cut short: not saved, "
+                        "and SRC keeps its last saved version\n");
+}
+
+// A command a signal killed without a stop the monitor sent: a change read in the quiet period
+// before its end was seen is not saved; one read earlier is.
+TEST(LoginFiles, AChangeJustBeforeTheCommandWasKilledIsNotSaved)
+{
+    Dir src, dest;
+    write(src.path + "/cred", "old");
+    for (bool quiet_before : {false, true}) {
+        LoginFiles logins({{src.path + "/cred", "/home/agent/.cred"}}, "", false);
+        logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+        const std::string renewal = quiet_before ? "quiet" : "cut";
+        write(dest.path + "/.cred", renewal);
+        logins.on_events();
+        if (quiet_before)
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        testing::internal::CaptureStderr();
+        logins.finish(std::chrono::steady_clock::now());
+        const std::string said = testing::internal::GetCapturedStderr();
+        EXPECT_EQ(read(src.path + "/cred"), quiet_before ? "quiet" : "old");
+        EXPECT_EQ(said.empty(), quiet_before) << said;
+    }
+}
+
 // Issue 20, 1: SRC is never followed: a link at SRC, a hard link, a link in
 // SRC's directory under --no-follow-sources are refused with a line that
 // says what to pass instead.
