@@ -138,13 +138,14 @@ cocoon_check_layout() {
   echo "installed layout ($how): cocoon, the bwrap link, cocoon.1 (every option), bash completion$said: ok"
 }
 
-# The build a Debian packager runs: Release, with dpkg-buildflags' hardening
-# flags and no -Werror, into its own directory.
+# The build a Debian packager runs: Release, with dpkg-buildflags' hardening flags (-g among
+# them), into DIR; extra cmake arguments after it (tools/test adds -DCOCOON_WERROR=ON).
 cocoon_build_release() {
   local dir=$1
+  shift
   CXXFLAGS="$(dpkg-buildflags --get CXXFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
     LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" \
-    COCOON_BUILD=$dir cocoon_build -DCMAKE_BUILD_TYPE=Release -DCOCOON_WERROR=OFF
+    COCOON_BUILD=$dir cocoon_build -DCMAKE_BUILD_TYPE=Release "$@"
 }
 
 # Builds the libFuzzer targets with clang (tests/fuzz) and runs each for ${COCOON_FUZZ_SECONDS:-45}

@@ -70,7 +70,8 @@ std::optional<SysError> Terminals::restore()
             return;
         const int err = errno;
         char name[64] = "";
-        ::ttyname_r(fd, name, sizeof name);
+        if (::ttyname_r(fd, name, sizeof name) != 0)
+            name[0] = '\0';  // unnamed: the message says the rest
         failed = SysError("terminal", err, std::string("can't restore the ") + what + " of", name);
     };
     for (Saved& s : m_saved) {

@@ -30,7 +30,7 @@ struct Dir {
         char name[] = "/tmp/cocoon-login-unit.XXXXXX";
         path = ::mkdtemp(name);
     }
-    ~Dir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    ~Dir() { std::filesystem::remove_all(path); }
 };
 
 void write(const std::string& path, const std::string& text)
