@@ -57,9 +57,10 @@ std::optional<SysError> remove_tree(int parent, const std::string& name, const s
 {
     std::optional<SysError> failed;
     if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
-        // Start-up speed: most trees are the sandbox's cgroup and its empty leaf, gone without a
+        // Start-up speed: most trees are the sandbox's cgroup and its empty leaves, gone without a
         // listing.
         ::unlinkat(dir.get(), kCommandCgroup, AT_REMOVEDIR);
+        ::unlinkat(dir.get(), kWorkerCgroup, AT_REMOVEDIR);
         if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0)
             return std::nullopt;
         for (const sys::DirEntry& child : sys::list_dir(dir.get()))
@@ -195,6 +196,19 @@ void make_command_leaf(int dir, const std::string& path, const std::string& wher
         throw SysError(kStep, errno, where + ": can't open", leaf ? leaf_path + "/cgroup.procs" : leaf_path);
 }
 
+// The relay worker's leaf, beside the command's: cgroup v2 puts processes only in leaves where
+// controllers are enabled below, and PID 1 is the sandbox's cgroup's own.
+UniqueFd make_worker_leaf(int dir, const std::string& path, const std::string& where)
+{
+    const std::string leaf_path = path + "/" + kWorkerCgroup;
+    if (::mkdirat(dir, kWorkerCgroup, 0755) < 0)
+        throw SysError(kStep, errno, where + ": can't make", leaf_path);
+    UniqueFd leaf(::openat(dir, kWorkerCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!leaf)
+        throw SysError(kStep, errno, where + ": can't open", leaf_path);
+    return leaf;
+}
+
 void set_limits(int dir, const std::string& path, const std::string& where, const CgroupOptions& options)
 {
     auto set = [&](const std::string& option, const char* file, uint64_t value) {
@@ -291,7 +305,7 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
-SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix, bool worker)
 {
     SandboxCgroup cg;
     cg.m_warnings = Warnings(std::move(log_prefix));
@@ -314,6 +328,8 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     }
     cg.m_path = *parent + "/" + cg.m_name;
     make_command_leaf(cg.m_dir.get(), cg.m_path, where, cg.m_command, cg.m_command_procs);
+    if (worker)
+        cg.m_worker = make_worker_leaf(cg.m_dir.get(), cg.m_path, where);
     // From here on the destructor removes the cgroup if anything fails.
     set_limits(cg.m_dir.get(), cg.m_path, where, options);
     return cg;
@@ -391,6 +407,7 @@ SandboxCgroup::~SandboxCgroup()
     m_dir.reset();
     m_command.reset();
     m_command_procs.reset();
+    m_worker.reset();
     if (m_left_running)
         return;
     if (std::optional<SysError> failed = remove_tree(m_parent.get(), m_name, m_path))
