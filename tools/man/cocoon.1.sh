@@ -90,6 +90,16 @@ but every connect failed); \fBreason\fR says why in words. \fBvia\fR is
 the resolver refused (port 53), and absent for the proxy's. The last line is a
 summary of each host and port, and of the results in all. docs/options.md
 lists every field.
+.PP
+Against a flood, the lines of refusals (of the proxy, of transparent
+connections and of DNS questions alike) share one bound: the first 2,000,
+then 200 a second; past it a refusal is counted in the summary's
+\fBnot\-written\fR and gets no line. The resolver answers at most 2,000
+questions a second; the others wait unread or are dropped by the kernel,
+and the summary's \fBquestions\-dropped\fR counts them. A run writes at
+most 64 MiB to the log, the summary included: at the cap one line
+(\fBcapped\-at\-bytes\fR) says so, every later line is only counted in
+\fBnot\-written\fR, and the summary still comes last.
 .SH FILES
 .TP
 .I /etc/apparmor.d/cocoon
