@@ -5,8 +5,8 @@
 // Security: a question is read into a fixed buffer and parsed by parse_dns_query alone; at most
 // kQuestionsPerWake are answered per wake and Egress::kQuestionsPerSecond a second (the rest wait
 // unread, and the kernel drops what the socket does not hold: counted), and the names that get an
-// address are capped (SyntheticNames::kMaxNames). A transparent client is checked, resolved on the host and
-// connected exactly as a CONNECT is: the same policy, the same log.
+// address are capped (SyntheticNames::kMaxNames). A transparent client is checked, resolved on the
+// host and connected exactly as a CONNECT is: the same policy, the same log.
 #include <arpa/inet.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
