@@ -143,9 +143,9 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     Terminals terminals = Terminals::save();
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
-    // The sandbox's cgroup, limits set, before the first process exists.
-    SandboxCgroup cgroup =
-        SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status), plan.log_prefix);
+    // The sandbox's cgroup, limits set, before the first process exists (and the worker's leaf).
+    SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status),
+                                               plan.log_prefix, !plan.process.relays.empty() || plan.process.egress);
     // The first process goes into the sandbox's cgroup when it stays as PID 1
     // (its PID 2 then moves itself into the command's leaf), else straight
     // into the leaf: it is the command.

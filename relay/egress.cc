@@ -464,6 +464,11 @@ void Egress::on_timer()
     }
     m_log.flush();
     sync_log();
+    if (m_resolver_socket) {
+        count_dropped_questions(false);
+        if (!m_resolver_watched && m_questions.ready(now))
+            watch_resolver(true);
+    }
     std::vector<uint64_t> late;
     for (auto& [id, c] : m_clients)
         if (now >= c->deadline)
@@ -485,6 +490,11 @@ void Egress::log_line(const Client& c, EgressResult result, const std::string& r
 {
     if (!m_log)
         return;
+    // Security: a refusal's line past the shared bound costs a count, no text and no write.
+    if (result != EgressResult::Allowed && !m_refusal_lines.take(Clock::now())) {
+        ++m_lines_held;
+        return;
+    }
     // "time" is when the line is made, so lines (written in the order they are made) rise in
     // time; the accept time is "time" less "duration-ms". (A connection's line waits for its
     // end: stamped with the accept time, a long connection's line would follow the lines of
@@ -550,12 +560,14 @@ void Egress::close_all()
     m_closed = true;
     m_clients.clear();
     m_listeners.clear();
+    if (m_resolver_socket)
+        count_dropped_questions(true);
     m_resolver_socket.reset();
     if (!m_log)
         return;
     // Security: the summary is capped (EgressTally::kMaxSummary) and waits at most kLogDrainMs
     // for a reader that does not read: the sandbox is gone by now, and cocoon's exit waits.
-    m_log.add(m_tally.summary(m_log.dropped()));
+    m_log.add_summary(m_tally.summary({m_log.dropped(), m_lines_held + m_log.not_written(), m_questions_dropped}));
     m_log.drain(kLogDrainMs);
 }
 

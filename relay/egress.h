@@ -27,6 +27,7 @@
 #include "relay/egress_log.h"
 #include "relay/egress_policy.h"
 #include "relay/proxy_request.h"
+#include "relay/rate_bound.h"
 
 namespace cocoon::relay {
 
@@ -48,8 +49,23 @@ struct EgressOptions {
 // fds the monitor has; at the limit, or after accept4 fails for want of fds, the listeners leave
 // the epoll set (no spinning on a readable listener) and are looked at again on the next 250 ms
 // tick, or when a handshake ends.
+// Security: what the sandbox makes the worker write and answer is bounded too. Every refusal's
+// line (proxy, transparent connection, DNS question) comes out of one RateBound: past it the
+// refusal is tallied and counted, not written (the summary's "not-written"); the log has a byte
+// cap (EgressLog). The resolver answers at most kQuestionsPerSecond: past that its socket leaves
+// the epoll set until the tick, the questions wait unread, and the kernel drops what the socket's
+// queue does not hold (the sender pays for that, in the sandbox's CPU); the socket's drop count
+// and what is left unread at the end are the summary's "questions-dropped".
 class Egress {
 public:
+    // The bound every refusal's line shares: a burst (an agent trying a handful of hosts in a
+    // loop gets every line), then this many a second.
+    static constexpr double kRefusalLinesPerSecond = 200;
+    static constexpr double kRefusalLineBurst = 2000;
+    // Questions the resolver reads and answers: as many as connections it accepts.
+    static constexpr double kQuestionsPerSecond = 2000;
+    static constexpr double kQuestionBurst = 2000;
+
     Egress(EgressOptions options, Relay& relay);
     ~Egress();
     Egress(const Egress&) = delete;
@@ -77,6 +93,11 @@ private:
     void start_transparent(Client& c);
     void on_resolver_socket();
     std::string answer_question(std::string_view packet);
+    // The resolver's socket in the epoll set or out of it (its questions past the rate wait).
+    void watch_resolver(bool want);
+    // Adds the questions the kernel dropped since the last look (SO_MEMINFO's drop count); with
+    // at_end, those still queued too (read and discarded, bounded by the socket's queue).
+    void count_dropped_questions(bool at_end);
     void on_resolved();
     void on_timer();
     void read_head(Client& c);
@@ -112,6 +133,12 @@ private:
     uint64_t m_next_id = 1;
     std::unique_ptr<Resolver> m_resolver;
     EgressTally m_tally;  // "host:port" -> what happened, for the summary
+    RateBound m_refusal_lines{kRefusalLinesPerSecond, kRefusalLineBurst};
+    uint64_t m_lines_held = 0;  // refusals past m_refusal_lines: counted, not written
+    RateBound m_questions{kQuestionsPerSecond, kQuestionBurst};
+    bool m_resolver_watched = false;
+    uint32_t m_kernel_drops = 0;  // the socket's drop count when last looked at (it wraps)
+    uint64_t m_questions_dropped = 0;
     bool m_closed = false;
     size_t m_accepted_this_second = 0;
     Clock::time_point m_second_started = Clock::now();

@@ -122,7 +122,7 @@ void add_to(EgressTally::Counts& sum, const EgressTally::Counts& t)
 
 }  // namespace
 
-std::string EgressTally::summary(uint64_t dropped_lines) const
+std::string EgressTally::summary(const Unlogged& unlogged) const
 {
     // The hosts that were reached first: they are what an orchestrator reads the summary for.
     std::vector<const std::pair<const std::string, Counts>*> order;
@@ -133,8 +133,8 @@ std::string EgressTally::summary(uint64_t dropped_lines) const
     for (const auto& each : m_keys)
         if (each.second.allowed == 0)
             order.push_back(&each);
-    // Room for the "(other)" entry (at most about 260 bytes) and the tail (about 220).
-    constexpr size_t kReserve = 512;
+    // Room for the "(other)" entry (at most about 260 bytes) and the tail (about 330).
+    constexpr size_t kReserve = 640;
     std::string line = "{ \"summary\": [";
     bool first = true;
     Counts other = m_other;
@@ -160,11 +160,14 @@ std::string EgressTally::summary(uint64_t dropped_lines) const
             ", \"refused\": " + std::to_string(total.refused) +
             ", \"unresolved\": " + std::to_string(total.unresolved) +
             ", \"unreachable\": " + std::to_string(total.unreachable) + " }";
-    line += ", \"dropped\": " + std::to_string(dropped_lines) + ", \"omitted\": " + std::to_string(omitted) + " }";
+    line += ", \"dropped\": " + std::to_string(unlogged.dropped) +
+            ", \"not-written\": " + std::to_string(unlogged.not_written) +
+            ", \"questions-dropped\": " + std::to_string(unlogged.questions_dropped) +
+            ", \"omitted\": " + std::to_string(omitted) + " }";
     return line;
 }
 
-EgressLog::EgressLog(UniqueFd fd) : m_fd(std::move(fd))
+EgressLog::EgressLog(UniqueFd fd, size_t max_bytes) : m_fd(std::move(fd)), m_max_bytes(max_bytes)
 {
     struct stat st {};
     if (!m_fd || ::fstat(m_fd.get(), &st) < 0)
@@ -187,7 +190,32 @@ EgressLog::EgressLog(UniqueFd fd) : m_fd(std::move(fd))
     }
 }
 
+std::string EgressLog::capped_line() const
+{
+    return "{ \"capped-at-bytes\": " + std::to_string(m_max_bytes) +
+           ", \"note\": \"the log holds no more: later lines are counted in the summary's not-written\" }";
+}
+
 void EgressLog::add(const std::string& line)
+{
+    if (!m_capped && m_bytes + line.size() + 1 + kSummaryRoom > m_max_bytes) {
+        m_capped = true;
+        queue(capped_line());
+    }
+    if (m_capped) {
+        ++m_not_written;
+        return;
+    }
+    queue(line);
+}
+
+void EgressLog::add_summary(const std::string& line)
+{
+    // EgressTally::summary stays within kMaxSummary: kSummaryRoom holds it and the cap's line.
+    queue(line);
+}
+
+void EgressLog::queue(const std::string& line)
 {
     if (!m_fd || m_broken || m_queue.size() - m_head + line.size() + 1 > kMaxQueued) {
         ++m_dropped;
@@ -198,6 +226,7 @@ void EgressLog::add(const std::string& line)
         m_head = 0;
     }
     m_queue.append(line).append("\n");
+    m_bytes += line.size() + 1;
     flush();
 }
 

@@ -50,6 +50,14 @@ struct EgressLine {
 //   ["reason": ...,] "bytes-up": N, "bytes-down": N, "duration-ms": N }
 std::string line_text(const EgressLine& line);
 
+// What the summary says of the attempts that left no line of their own.
+struct Unlogged {
+    uint64_t dropped = 0;  // lines made that the writer's queue had no room for (EgressLog::dropped)
+    // Lines held back: refusals past the rate bound (relay/egress.h), any line past the byte cap.
+    uint64_t not_written = 0;
+    uint64_t questions_dropped = 0;  // DNS questions never read: past the resolver's rate
+};
+
 // What happened per "host:port", for the summary. Security: the sandbox picks the names, so the
 // keys are capped: at most kMaxKeys, of which a key first seen not reached (refused, unresolved or
 // unreachable) may take kMaxRefusedKeys (a flood of refused names cannot push out the hosts that
@@ -72,9 +80,10 @@ public:
     Counts& at(const std::string& key, bool refused);
     size_t size() const { return m_keys.size(); }
     // { "summary": [ ... ], "results": { "allowed": A, "refused": R, "unresolved": U,
-    // "unreachable": N }, "dropped": N, "omitted": K }: entries with a connection first (in key
-    // order), then the ones never reached, then "(other)"; "results" adds up every entry's.
-    std::string summary(uint64_t dropped_lines) const;
+    // "unreachable": N }, "dropped": D, "not-written": W, "questions-dropped": Q, "omitted": K }:
+    // entries with a connection first (in key order), then the ones never reached, then
+    // "(other)"; "results" adds up every entry's.
+    std::string summary(const Unlogged& unlogged) const;
 
 private:
     std::map<std::string, Counts> m_keys;
@@ -92,21 +101,33 @@ private:
 // writes wait for poll's POLLOUT and take at most PIPE_BUF bytes, which a pipe with POLLOUT takes
 // whole without blocking. A regular file is written as it is (the kernel does not block writes to
 // one; a file on a network or FUSE file system is the caller's choice).
+//
+// Security: a run writes at most max_bytes (kMaxBytes) to the fd, the summary included: the
+// lines stop where what is left would not hold the largest summary; then one line says so
+// (kCappedLine), and every later line is counted (not_written), not written.
 class EgressLog {
 public:
     static constexpr size_t kMaxQueued = size_t{1} << 20;
+    static constexpr size_t kMaxBytes = size_t{64} << 20;
+    // What the lines leave for the cap's line and the summary.
+    static constexpr size_t kSummaryRoom = EgressTally::kMaxSummary + 1024;
 
     EgressLog() = default;
-    explicit EgressLog(UniqueFd fd);
+    explicit EgressLog(UniqueFd fd, size_t max_bytes = kMaxBytes);
     explicit operator bool() const { return static_cast<bool>(m_fd); }
     // The fd to watch for POLLOUT while pending(), or -1 when the log cannot be polled (a
     // regular file: it never waits).
     int poll_fd() const { return m_pollable ? m_fd.get() : -1; }
     bool pending() const { return !m_queue.empty(); }
     uint64_t dropped() const { return m_dropped; }
+    uint64_t not_written() const { return m_not_written; }
+    // The cap's line, written once, in place of the first line past the cap.
+    std::string capped_line() const;
 
-    // Queues `line` and a newline, then writes what the fd takes.
+    // Queues `line` and a newline, then writes what the fd takes; past the cap, counts it.
     void add(const std::string& line);
+    // The summary, the last line: within the room the cap leaves for it.
+    void add_summary(const std::string& line);
     // Writes what the fd takes now.
     void flush();
     // Waits at most `ms` for the queue to drain, then drops what is left (the end of the run).
@@ -121,6 +142,12 @@ private:
     std::string m_queue;
     size_t m_head = 0;  // m_queue[m_head, end) is still to write
     uint64_t m_dropped = 0;
+    size_t m_max_bytes = kMaxBytes;
+    size_t m_bytes = 0;  // queued so far, over the run
+    bool m_capped = false;
+    uint64_t m_not_written = 0;
+
+    void queue(const std::string& line);
 };
 
 }  // namespace cocoon::relay

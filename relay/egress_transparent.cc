@@ -3,10 +3,12 @@
 // listeners, which become CONNECTs to the name their address stands for. Runs in the confined
 // relay worker, in the same loop as the proxy (egress.cc).
 // Security: a question is read into a fixed buffer and parsed by parse_dns_query alone; at most
-// kQuestionsPerWake are answered per wake, and the names that get an address are capped
-// (SyntheticNames::kMaxNames). A transparent client is checked, resolved on the host and
-// connected exactly as a CONNECT is: the same policy, the same log.
+// kQuestionsPerWake are answered per wake and Egress::kQuestionsPerSecond a second (the rest wait
+// unread, and the kernel drops what the socket does not hold: counted), and the names that get an
+// address are capped (SyntheticNames::kMaxNames). A transparent client is checked, resolved on the
+// host and connected exactly as a CONNECT is: the same policy, the same log.
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -26,6 +28,9 @@ constexpr int kQuestionsPerWake = 64;
 constexpr size_t kMaxQuestion = 1232;
 // The synthetic addresses hold for the run: a client may keep them as long as it likes.
 constexpr uint32_t kTtlSeconds = 3600;
+// At the end, at most this many questions left in the socket's queue are read to be counted
+// (its default receive buffer holds a few hundred).
+constexpr int kMaxUnreadAtEnd = 4096;
 
 }  // namespace
 
@@ -36,11 +41,50 @@ void Egress::add_resolver(UniqueFd socket)
     ev.data.u64 = kResolverSocketToken;
     check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, socket.get(), &ev), "epoll_ctl (egress resolver)");
     m_resolver_socket = std::move(socket);
+    m_resolver_watched = true;
+}
+
+void Egress::watch_resolver(bool want)
+{
+    epoll_event ev{};
+    ev.events = want ? uint32_t{EPOLLIN} : 0U;
+    ev.data.u64 = kResolverSocketToken;
+    if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, m_resolver_socket.get(), &ev) == 0)
+        m_resolver_watched = want;
+}
+
+void Egress::count_dropped_questions(bool at_end)
+{
+    if (at_end) {
+        // Security: bounded by the socket's queue and kMaxUnreadAtEnd; read whole (MSG_TRUNC)
+        // into one byte, never parsed.
+        char byte;
+        for (int i = 0; i < kMaxUnreadAtEnd; ++i) {
+            if (::recv(m_resolver_socket.get(), &byte, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0)
+                ++m_questions_dropped;
+            else if (errno != EINTR)
+                break;
+        }
+    }
+    // sk_drops: every datagram the socket's queue refused, as a 32-bit count that wraps.
+    uint32_t meminfo[SK_MEMINFO_VARS] = {};
+    socklen_t len = sizeof meminfo;
+    if (::getsockopt(m_resolver_socket.get(), SOL_SOCKET, SO_MEMINFO, meminfo, &len) < 0 ||
+        len <= SK_MEMINFO_DROPS * sizeof(uint32_t))
+        return;
+    m_questions_dropped += static_cast<uint32_t>(meminfo[SK_MEMINFO_DROPS] - m_kernel_drops);
+    m_kernel_drops = meminfo[SK_MEMINFO_DROPS];
 }
 
 void Egress::on_resolver_socket()
 {
     for (int i = 0; i < kQuestionsPerWake; ++i) {
+        // Security: past the rate, the questions wait unread until the tick (Egress).
+        const Clock::time_point now = Clock::now();
+        if (!m_questions.ready(now)) {
+            watch_resolver(false);
+            return;
+        }
         char packet[kMaxQuestion];
         sockaddr_storage from{};
         socklen_t from_len = sizeof from;
@@ -50,6 +94,7 @@ void Egress::on_resolver_socket()
             continue;
         if (n < 0)
             return;  // EAGAIN: all answered (the next question wakes the loop again)
+        m_questions.take(now);
         const std::string reply = answer_question(std::string_view(packet, static_cast<size_t>(n)));
         if (!reply.empty())
             (void)::sendto(m_resolver_socket.get(), reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL,

@@ -11,6 +11,7 @@
 #include <sys/capability.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -339,7 +340,7 @@ void load_allowlist(const std::string& prefix)
 
 }  // namespace
 
-Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets)
+Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets, int cgroup)
     : m_targets(std::move(targets))
 {
     int control[2], connect[2];
@@ -359,7 +360,7 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
         }
     }
     const pid_t monitor = ::getpid();
-    sys::Cloned child = sys::clone3(0);
+    sys::Cloned child = sys::clone3(0, cgroup);
     if (child.pid == 0) {
         // Only what the worker needs crosses: its two sockets, the --egress-log, stderr.
         const int log = options.egress && options.egress->log ? options.egress->log.get() : -1;
@@ -459,8 +460,16 @@ void Worker::stop(const std::string& log_prefix)
     if (!(both[0].revents & POLLIN))
         ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
     siginfo_t info{};
-    while (::waitid(P_PIDFD, static_cast<id_t>(m_pidfd.get()), &info, WEXITED) < 0 && errno == EINTR) {}
+    // The system call's fifth argument, which glibc's waitid leaves out: the worker's rusage.
+    rusage used{};
+    long reaped;
+    while ((reaped = ::syscall(SYS_waitid, P_PIDFD, m_pidfd.get(), &info, WEXITED, &used)) < 0 && errno == EINTR) {}
     m_pidfd.reset();
+    auto us = [](const timeval& t) {
+        return static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_usec);
+    };
+    if (reaped == 0)
+        m_cpu_us = us(used.ru_utime) + us(used.ru_stime);
     std::string how;
     if (info.si_code == CLD_EXITED && info.si_status != 0)
         how = "exited with status " + std::to_string(info.si_status);

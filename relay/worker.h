@@ -50,9 +50,12 @@ struct WorkerOptions {
 class Worker {
 public:
     // Forks the worker. `targets`: each --relay's pinned host socket, in command-line order (the
-    // monitor's to connect). Throws SysError when the worker cannot start; the worker itself
-    // exits with status 1 and a message on stderr when it cannot confine itself.
-    Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets);
+    // monitor's to connect). cgroup: a cgroup v2 directory the worker starts in
+    // (CLONE_INTO_CGROUP: the sandbox's leaf for it, so what the sandbox makes it spend counts
+    // against the sandbox's limits), or -1 for the monitor's own. Throws SysError when the worker
+    // cannot start; the worker itself exits with status 1 and a message on stderr when it cannot
+    // confine itself.
+    Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets, int cgroup = -1);
     ~Worker();
     Worker(const Worker&) = delete;
     Worker& operator=(const Worker&) = delete;
@@ -67,9 +70,13 @@ public:
     // The sandbox ended: the worker closes every connection and writes the egress summary; waits
     // for it (2 s at most, then kills it). A warning on stderr names how it ended, if not well.
     void stop(const std::string& log_prefix);
+    // The CPU the worker used, user and system, all its threads, in microseconds: known once
+    // stop() reaped it.
+    std::optional<uint64_t> cpu_us() const { return m_cpu_us; }
 
 private:
     pid_t m_pid = -1;
+    std::optional<uint64_t> m_cpu_us;
     UniqueFd m_pidfd, m_control, m_connect;
     std::vector<std::shared_ptr<const HostSocket>> m_targets;
 };

@@ -57,9 +57,10 @@ std::optional<SysError> remove_tree(int parent, const std::string& name, const s
 {
     std::optional<SysError> failed;
     if (UniqueFd dir{::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)}) {
-        // Start-up speed: most trees are the sandbox's cgroup and its empty leaf, gone without a
+        // Start-up speed: most trees are the sandbox's cgroup and its empty leaves, gone without a
         // listing.
         ::unlinkat(dir.get(), kCommandCgroup, AT_REMOVEDIR);
+        ::unlinkat(dir.get(), kWorkerCgroup, AT_REMOVEDIR);
         if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0)
             return std::nullopt;
         for (const sys::DirEntry& child : sys::list_dir(dir.get()))
@@ -178,21 +179,26 @@ int make_own(int parent_fd, std::string& name, UniqueFd& dir)
     return err;
 }
 
+// A leaf below the sandbox's cgroup (dir), made and opened; with procs, its cgroup.procs too.
 // Security: the command and everything it starts live in a leaf below
 // the sandbox's cgroup, the root of their cgroup namespaces; PID 1 stays
 // above, out of their view, so they can neither move nor freeze it, and
 // the cgroup.procs fd PID 2 moves itself with was opened here (the
-// kernel checks a cgroup.procs write against its opener).
-void make_command_leaf(int dir, const std::string& path, const std::string& where, UniqueFd& leaf, UniqueFd& procs)
+// kernel checks a cgroup.procs write against its opener). The relay
+// worker's leaf is beside it, out of their view as well: what it spends is
+// the sandbox's, and still told apart.
+UniqueFd make_leaf(int dir, const char* name, const std::string& path, const std::string& where,
+                   UniqueFd* procs = nullptr)
 {
-    const std::string leaf_path = path + "/" + kCommandCgroup;
-    if (::mkdirat(dir, kCommandCgroup, 0755) < 0)
+    const std::string leaf_path = path + "/" + name;
+    if (::mkdirat(dir, name, 0755) < 0)
         throw SysError(kStep, errno, where + ": can't make", leaf_path);
-    leaf.reset(::openat(dir, kCommandCgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (leaf)
-        procs.reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    if (!procs)
+    UniqueFd leaf(::openat(dir, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (leaf && procs)
+        procs->reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!leaf || (procs && !*procs))
         throw SysError(kStep, errno, where + ": can't open", leaf ? leaf_path + "/cgroup.procs" : leaf_path);
+    return leaf;
 }
 
 void set_limits(int dir, const std::string& path, const std::string& where, const CgroupOptions& options)
@@ -291,7 +297,7 @@ bool is_stale_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
 }
 
-SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix)
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix, bool worker)
 {
     SandboxCgroup cg;
     cg.m_warnings = Warnings(std::move(log_prefix));
@@ -313,7 +319,9 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
         return SandboxCgroup();  // sampled
     }
     cg.m_path = *parent + "/" + cg.m_name;
-    make_command_leaf(cg.m_dir.get(), cg.m_path, where, cg.m_command, cg.m_command_procs);
+    cg.m_command = make_leaf(cg.m_dir.get(), kCommandCgroup, cg.m_path, where, &cg.m_command_procs);
+    if (worker)
+        cg.m_worker = make_leaf(cg.m_dir.get(), kWorkerCgroup, cg.m_path, where);
     // From here on the destructor removes the cgroup if anything fails.
     set_limits(cg.m_dir.get(), cg.m_path, where, options);
     return cg;
@@ -391,6 +399,7 @@ SandboxCgroup::~SandboxCgroup()
     m_dir.reset();
     m_command.reset();
     m_command_procs.reset();
+    m_worker.reset();
     if (m_left_running)
         return;
     if (std::optional<SysError> failed = remove_tree(m_parent.get(), m_name, m_path))

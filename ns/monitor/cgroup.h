@@ -1,6 +1,7 @@
 // The sandbox's own cgroup v2: PARENT/cocoon-PID, where PARENT is
 // --cgroup-parent, else the caller's own cgroup wherever the caller may make
-// cgroups in it; the command in a leaf below (PARENT/cocoon-PID/command). The first process is cloned into it
+// cgroups in it; the command in a leaf below (PARENT/cocoon-PID/command), the
+// relay worker in another (PARENT/cocoon-PID/relay). The first process is cloned into it
 // (CLONE_INTO_CGROUP), so every process of the sandbox is in it from its first instruction; limits
 // (--memory-max, --pids-max) are set before that, and the report reads
 // cpu.stat, memory.peak and pids.peak. See ARCHITECTURE.md, "Resource report".
@@ -58,6 +59,9 @@ constexpr int kMaxDescendants = 64;
 // The leaf below the sandbox's cgroup that holds the command (and all it
 // starts) while PID 1 stays in the sandbox's cgroup above it.
 constexpr const char* kCommandCgroup = "command";
+// The leaf beside it that the relay worker is cloned into (relay/worker.h), so
+// the CPU and memory the sandbox makes it spend count against the sandbox's.
+constexpr const char* kWorkerCgroup = "relay";
 
 // "cocoon-PID" (or "cocoon-PID-N") for a cgroup left by a cocoon that was
 // killed, whose PID is gone: removed, with what is below it, when the next
@@ -83,14 +87,19 @@ public:
     // UsageError naming the option when --cgroup-parent is unusable or a limit
     // cannot be set; nothing is left behind then.
     // log_prefix starts the warning line of a cgroup that could not be removed.
-    // report: a --json-status-fd report was asked for.
-    static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "");
+    // report: a --json-status-fd report was asked for. worker: the relay
+    // worker will run (--relay, --egress): its leaf is made too.
+    static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "",
+                              bool worker = false);
 
     // The sandbox's cgroup, which the first process is cloned into when it
     // is PID 1, and the command's leaf below it, which the first process is
     // cloned into when it is the command; -1 without a cgroup.
     int fd() const { return m_dir.get(); }
     int command_fd() const { return m_command.get(); }
+    // The relay worker's leaf, which the monitor clones it into; -1 without a
+    // cgroup or a worker.
+    int worker_fd() const { return m_worker.get(); }
     // The leaf's cgroup.procs (O_WRONLY), for PID 2 to move itself into the
     // leaf before it runs the command: move_into_command_cgroup.
     int command_procs_fd() const { return m_command_procs.get(); }
@@ -116,11 +125,12 @@ public:
         m_dir.reset();
         m_parent.reset();
         m_command.reset();
+        m_worker.reset();
         (void)m_command_procs.release();  // PID 2's; O_CLOEXEC, and PID 1 closes it after the fork
     }
 
 private:
-    UniqueFd m_parent, m_dir, m_command, m_command_procs;
+    UniqueFd m_parent, m_dir, m_command, m_command_procs, m_worker;
     std::string m_name, m_path;
     Warnings m_warnings;  // a cgroup that could not be removed
     bool m_emptied = false;

@@ -67,8 +67,11 @@ struct SetupState {
 };
 
 // --relay and --egress: the confined worker that reads what the sandbox sends (relay/worker.h);
-// the monitor connects its --relay clients to the pinned host sockets.
-void start_worker(const LaunchPlan& plan, MonitorFds& reports, std::optional<relay::Worker>& worker)
+// the monitor connects its --relay clients to the pinned host sockets. Cloned into the sandbox's
+// cgroup (its leaf for the worker) where the sandbox has one: what the agent makes it spend counts
+// against the sandbox's CPU and memory.
+void start_worker(const LaunchPlan& plan, MonitorFds& reports, const SandboxCgroup& cgroup,
+                  std::optional<relay::Worker>& worker)
 {
     const ProcessOptions& process = plan.process;
     if (process.relays.empty() && !process.egress)
@@ -87,7 +90,7 @@ void start_worker(const LaunchPlan& plan, MonitorFds& reports, std::optional<rel
             options.egress->allow.push_back(relay::parse_allow_rule(pattern));
         options.egress->log = std::move(reports.egress_log);
     }
-    worker.emplace(std::move(options), reports.relay_sockets);
+    worker.emplace(std::move(options), reports.relay_sockets, cgroup.worker_fd());
 }
 
 // The setup channel's messages: set-up's error, the command's status, the namespaces to
@@ -139,6 +142,8 @@ int report_exit(Supervised& s, SetupState& state, const reaper::ExitStatus& exit
             line += ", \"exit-signal\": " + std::to_string(exit.signal);
         Usage used = s.usage->finish();
         s.cgroup.account(used);
+        if (state.worker)
+            used.relay_worker_cpu_us = state.worker->cpu_us();
         line += UsageMeter::json_members(used);
         report(state.warnings, s.reports.json_status.get(), "--json-status-fd", line + " }\n");
     }
@@ -152,17 +157,18 @@ int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_poi
     while (::waitid(P_PIDFD, static_cast<id_t>(s.pidfd), &info, WEXITED) < 0)
         if (errno != EINTR)
             throw SysError(errno, "waitid");
+    while (auto msg = receive_queued_message(s.sock.get()))
+        take_message(*msg, s, state);
+    // Every relayed connection ends with the sandbox; the egress log gets each connection's
+    // line, then the summary. Before the cgroup is emptied: the worker is in it, and would die
+    // before its summary (stop() waits 2 s at most, then kills it).
+    if (state.worker)
+        state.worker->stop(s.plan.log_prefix);
     // Whatever a sandbox without a PID namespace left in its cgroup goes now.
     s.cgroup.empty_out();
     // The sandbox's processes are gone: the caller's terminal as it was.
     if (std::optional<SysError> failed = s.terminals.restore())
         state.warnings.say(*failed);
-    while (auto msg = receive_queued_message(s.sock.get()))
-        take_message(*msg, s, state);
-    // Every relayed connection ends with the sandbox; the egress log gets each connection's
-    // line, then the summary.
-    if (state.worker)
-        state.worker->stop(s.plan.log_prefix);
     if (state.error)
         rethrow(*state.error);
     const reaper::ExitStatus exit = reaper::exit_status(state.command_status.value_or(
@@ -180,7 +186,7 @@ int monitor(Supervised s)
     const LaunchPlan& plan = s.plan;
     SetupState state;
     state.warnings = Warnings(plan.log_prefix);
-    start_worker(plan, s.reports, state.worker);
+    start_worker(plan, s.reports, s.cgroup, state.worker);
     // The resource report samples the sandbox's memory and tasks: every 100 ms (often enough to
     // see a peak that lasts half a second), or less often where a sample costs more
     // (UsageMeter::next_interval).

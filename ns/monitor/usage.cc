@@ -241,6 +241,8 @@ std::string UsageMeter::json_members(const Usage& u)
         << ", \"cpu-system-us\": " << u.cpu_system_us << ", \"memory-peak-bytes\": " << u.memory_peak_bytes
         << ", \"pids-peak\": " << u.pids_peak << ", \"tmpfs-peak-bytes\": " << u.tmpfs_peak_bytes
         << ", \"accounting\": \"" << u.accounting << "\"";
+    if (u.relay_worker_cpu_us)
+        out << ", \"relay-worker-cpu-us\": " << *u.relay_worker_cpu_us;
     return out.str();
 }
 

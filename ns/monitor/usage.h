@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct Usage {
     // the login files' and hidden ones): memory that no process maps need
     // not show in memory_peak_bytes.
     uint64_t tmpfs_peak_bytes = 0;
+    // The relay worker's CPU (--relay, --egress), user and system: part of cpu_*_us where the
+    // sandbox has a cgroup (the worker runs in it) and where it has none (the monitor reaps it
+    // before the report).
+    std::optional<uint64_t> relay_worker_cpu_us;
     const char* accounting = "sampled";
 };
 

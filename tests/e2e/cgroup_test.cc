@@ -27,6 +27,7 @@
 #include "ns/monitor/cgroup.h"
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/helper_binary.h"
+#include "tests/support/process.h"
 #include "tests/support/refusal.h"
 
 namespace cocoon::test {
@@ -176,6 +177,71 @@ TEST_F(Cgroup, TheReportReadsTheCgroup)
     EXPECT_GE(cpu, seen) << exit_line << " the loops had used " << seen << " s";
     EXPECT_LE(cpu, seen + 1.5) << exit_line;
     EXPECT_GE(json_number(exit_line, "pids-peak"), 3u) << exit_line;
+}
+
+// Issue 31: the relay worker (--relay, --egress) runs in the sandbox's cgroup, in a leaf
+// beside the command's, so the CPU and memory the agent makes it spend count against the
+// sandbox's; before, it ran in the monitor's cgroup. Control: the command's leaf is in the same
+// sandbox cgroup, and the leaf goes with the rest at the end.
+TEST_F(Cgroup, TheRelayWorkerRunsInTheSandboxsCgroup)
+{
+    TempDir dir;
+    std::vector<std::string> argv = {cocoon_bin()};
+    for (const std::string& a :
+         args({minimal_root(),
+               {"--cgroup-parent", m_parent, "--unshare-net", "--unshare-pid", "--proc", "/proc", "--egress", "3129",
+                "--egress-allow", "example.test", "sh", "-c", "grep ^0:: /proc/self/cgroup; sleep 1"}}))
+        argv.push_back(a);
+    const pid_t pid = start_logged(argv, dir / "out");
+    const pid_t worker = relay_worker(pid);
+    ASSERT_GT(worker, 0) << read_file(dir / "out");
+    std::string seen;
+    for (const std::string& line : lines(read_file("/proc/" + std::to_string(worker) + "/cgroup")))
+        if (line.rfind("0::", 0) == 0)
+            seen = line.substr(3);
+    EXPECT_EQ(wait_exit(pid), 0) << read_file(dir / "out");
+    const std::string relative = m_parent.substr(m_own.mount.size());
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(seen, m, std::regex(relative + "/(cocoon-[0-9]+)/relay")))
+        << "the worker runs in " << seen << ", not in a sandbox's cgroup under " << relative;
+    EXPECT_EQ(read_file(dir / "out"), "0::" + relative + "/" + m[1].str() + "/command\n");
+    struct stat st {};
+    EXPECT_NE(::stat((m_parent + "/" + m[1].str()).c_str(), &st), 0) << m[1] << " was left under " << m_parent;
+}
+
+// The end of a run never waits long on the worker now in the sandbox's cgroup: with its leaf
+// frozen (as an agent without a PID namespace might, where cgroup2 lacks nsdelegate), cocoon
+// ends within 2 s of the command (Worker::stop's bound), says how the worker ended, and leaves
+// no cgroup. Control: the worker was frozen.
+TEST_F(Cgroup, AFrozenRelayWorkerDoesNotHoldUpTheEnd)
+{
+    TempDir dir;
+    std::vector<std::string> argv = {cocoon_bin()};
+    for (const std::string& a : args({minimal_root(),
+                                      {"--cgroup-parent", m_parent, "--unshare-net", "--egress", "3129",
+                                       "--egress-allow", "example.test", "sleep", "2"}}))
+        argv.push_back(a);
+    const pid_t pid = start_logged(argv, dir / "out");
+    const pid_t worker = relay_worker(pid);
+    ASSERT_GT(worker, 0) << read_file(dir / "out");
+    std::string leaf;
+    for (const std::string& line : lines(read_file("/proc/" + std::to_string(worker) + "/cgroup")))
+        if (line.rfind("0::", 0) == 0)
+            leaf = m_own.mount + line.substr(3);
+    ASSERT_TRUE(leaf.size() > 6 && leaf.compare(leaf.size() - 6, 6, "/relay") == 0) << leaf;
+    std::ofstream(leaf + "/cgroup.freeze") << "1";
+    bool frozen = false;
+    for (int i = 0; i < 100 && !frozen; ++i) {
+        frozen = contains(read_file(leaf + "/cgroup.events"), "frozen 1");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(frozen) << read_file(leaf + "/cgroup.events");
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(wait_exit(pid), 0) << read_file(dir / "out");
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+    EXPECT_TRUE(contains(read_file(dir / "out"), "the relay worker was killed by signal 9")) << read_file(dir / "out");
+    struct stat st {};
+    EXPECT_NE(::stat(leaf.c_str(), &st), 0) << leaf << " was left";
 }
 
 // A cgroup whose cocoon was killed: removed by the next sandbox under the

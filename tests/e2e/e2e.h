@@ -77,7 +77,7 @@ inline std::string exit_status_only(const std::string& line)
 {
     static const std::regex usage(
         ", \"(wall-time-us|cpu-user-us|cpu-system-us|memory-peak-bytes|pids-peak|tmpfs-peak-bytes)\": "
-        "[0-9]+|, \"accounting\": \"[a-z+]+\"");
+        "[0-9]+|, \"accounting\": \"[a-z+]+\"|, \"relay-worker-cpu-us\": [0-9]+");
     return std::regex_replace(line, usage, "");
 }
 

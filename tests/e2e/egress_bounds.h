@@ -53,4 +53,20 @@ inline bool wait_for(const std::string& path, int seconds = 20)
     return true;
 }
 
+// utime + stime of a process, in clock ticks.
+inline uint64_t cpu_ticks(pid_t pid)
+{
+    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    std::istringstream in(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    uint64_t utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+        if (i == 14)
+            utime = std::stoull(field);
+        if (i == 15)
+            stime = std::stoull(field);
+    }
+    return utime + stime;
+}
+
 }  // namespace cocoon::test::egress_bounds

@@ -42,10 +42,12 @@ std::string status_line(const std::string& answer)
     return answer.substr(0, answer.find('\r'));
 }
 
-// `count` CONNECT requests with unique 16,000-byte names from 8 threads, then one with bytes of
-// 0x80 and above; prints how many were answered 400.
+// One CONNECT request with bytes of 0x80 and above, then `count` with unique 16,000-byte names
+// from 8 threads; prints how many were answered 400.
 int client_flood(size_t count)
 {
+    // The high bytes first: past the first 2,000, refusals' lines are held back (relay/egress.h).
+    const std::string high = status_line(exchange("CONNECT caf\xc3\xa9\x80\xff.example:443 HTTP/1.1\r\n\r\n"));
     std::atomic<size_t> next{0}, bad_request{0};
     std::vector<std::thread> workers;
     for (int w = 0; w < 8; ++w)
@@ -59,7 +61,6 @@ int client_flood(size_t count)
         });
     for (std::thread& t : workers)
         t.join();
-    const std::string high = status_line(exchange("CONNECT caf\xc3\xa9\x80\xff.example:443 HTTP/1.1\r\n\r\n"));
     std::printf("400 for %zu of %zu; high bytes: %s\n", bad_request.load(), count, high.c_str());
     std::fflush(stdout);
     return step("flooded") ? 0 : fail("waiting for the test");
@@ -159,6 +160,84 @@ int client_idle(size_t count, uint16_t target_port)
     return 0;
 }
 
+// One A question for `name`, id `id`, as a stub resolver sends it.
+std::string dns_question(uint16_t id, const std::string& name)
+{
+    std::string q = {static_cast<char>(id >> 8), static_cast<char>(id & 0xff), 1, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+    for (size_t start = 0; start <= name.size();) {
+        const size_t dot = std::min(name.find('.', start), name.size());
+        q += static_cast<char>(dot - start);
+        q += name.substr(start, dot - start);
+        start = dot + 1;
+    }
+    return q + std::string{0, 0, 1, 0, 1};
+}
+
+// Refused questions (names no rule admits, each its own) to the resolver on 127.0.0.1:53 for
+// `seconds`, as fast as one socket sends them, answers unread; prints how many the kernel took.
+int client_dns_flood(uint64_t seconds)
+{
+    UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(53);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) < 0)
+        return fail("the resolver's socket");
+    write_file(std::string(kShared) + "/flooding.ready", "");
+    const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+    uint64_t sent = 0;
+    for (uint64_t i = 0; (i & 255) != 0 || Clock::now() < deadline; ++i) {
+        const std::string q = dns_question(static_cast<uint16_t>(i), "n" + std::to_string(i) + ".unlisted.test");
+        sent += ::send(fd.get(), q.data(), q.size(), 0) == static_cast<ssize_t>(q.size());
+    }
+    std::printf("sent %llu\n", static_cast<unsigned long long>(sent));
+    std::fflush(stdout);
+    return step("flooded") ? 0 : fail("waiting for the test");
+}
+
+// Connections to `port` on 127.16.0.99, an address the resolver never gave out (each a refusal
+// and a reset), from 8 threads for `seconds`; a connection counts as sent once connected (or reset
+// while connect waited), and is waited for until its reset (or EOF). Prints how many were sent
+// and how many were answered.
+int client_transparent_flood(uint64_t seconds, uint16_t port)
+{
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(0x7f100063);
+    write_file(std::string(kShared) + "/flooding.ready", "");
+    const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+    std::atomic<uint64_t> sent{0}, answered{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&] {
+            const timeval wait{20, 0};
+            while (Clock::now() < deadline) {
+                UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+                ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+                if (!fd)
+                    continue;
+                if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) < 0) {
+                    // Connected and reset before connect returned (a loaded host): sent and answered.
+                    if (errno == ECONNRESET)
+                        ++sent, ++answered;
+                    continue;
+                }
+                ++sent;
+                char byte;
+                const ssize_t n = ::recv(fd.get(), &byte, 1, 0);
+                answered += n == 0 || (n < 0 && errno == ECONNRESET);
+            }
+        });
+    for (std::thread& t : threads)
+        t.join();
+    std::printf("sent %llu answered %llu\n", static_cast<unsigned long long>(sent.load()),
+                static_cast<unsigned long long>(answered.load()));
+    std::fflush(stdout);
+    return step("flooded") ? 0 : fail("waiting for the test");
+}
+
 // Sends `bytes` as they are on one connection and prints the answer's status line.
 int client_raw(const std::string& bytes)
 {
@@ -179,6 +258,10 @@ int run_client(const std::string& spec)
         return client_refused_then_wait(a);
     if (mode == "idle")
         return client_idle(a, static_cast<uint16_t>(b));
+    if (mode == "dns-flood")
+        return client_dns_flood(a);
+    if (mode == "transparent-flood")
+        return client_transparent_flood(a, static_cast<uint16_t>(b));
     if (mode == "raw") {
         // The rest of the spec, with \r and \n written as such.
         std::string text = spec.substr(spec.find(' ') + 1), out;

@@ -406,7 +406,7 @@ TEST(EgressLogTally, EachResultIsCountedPerHostAndInAll)
     ++tally.at("b.example:443", true).of(EgressResult::Refused);
     ++tally.at("c.invalid:443", true).of(EgressResult::Unresolved);
     ++tally.at("d.example:80", true).of(EgressResult::Unreachable);
-    const std::string line = tally.summary(3);
+    const std::string line = tally.summary({3, 4, 5});
     EXPECT_EQ(line, "{ \"summary\": [ "
                     "{ \"host\": \"a.example\", \"port\": 443, \"connections\": 2, \"refused\": 0, \"unresolved\": 0, "
                     "\"unreachable\": 1, \"bytes-up\": 0, \"bytes-down\": 0 }, "
@@ -417,15 +417,15 @@ TEST(EgressLogTally, EachResultIsCountedPerHostAndInAll)
                     "{ \"host\": \"d.example\", \"port\": 80, \"connections\": 0, \"refused\": 0, \"unresolved\": 0, "
                     "\"unreachable\": 1, \"bytes-up\": 0, \"bytes-down\": 0 } ], "
                     "\"results\": { \"allowed\": 2, \"refused\": 1, \"unresolved\": 1, \"unreachable\": 2 }, "
-                    "\"dropped\": 3, \"omitted\": 0 }");
+                    "\"dropped\": 3, \"not-written\": 4, \"questions-dropped\": 5, \"omitted\": 0 }");
     // Unresolved and unreachable names fill the keys a flood of names may take, as refused ones do.
     EgressTally flood;
     for (int i = 0; i < 1000; ++i)
         ++flood.at("n" + std::to_string(i) + ".invalid:443", true).of(EgressResult::Unresolved);
     EXPECT_EQ(flood.size(), EgressTally::kMaxRefusedKeys);
-    EXPECT_NE(flood.summary(0).find("\"(other)\", \"port\": 0, \"connections\": 0, \"refused\": 0, "
-                                    "\"unresolved\": " +
-                                    std::to_string(1000 - EgressTally::kMaxRefusedKeys)),
+    EXPECT_NE(flood.summary({}).find("\"(other)\", \"port\": 0, \"connections\": 0, \"refused\": 0, "
+                                     "\"unresolved\": " +
+                                     std::to_string(1000 - EgressTally::kMaxRefusedKeys)),
               std::string::npos);
 }
 
@@ -439,10 +439,11 @@ TEST(EgressLogTally, TheSummaryFitsItsCapWithTheLargestCounts)
         counts.allowed = counts.refused = counts.unresolved = counts.unreachable = counts.up = counts.down =
             UINT64_MAX / 1024;
     }
-    const std::string line = tally.summary(UINT64_MAX);
+    const std::string line = tally.summary({UINT64_MAX, UINT64_MAX, UINT64_MAX});
     EXPECT_LE(line.size(), EgressTally::kMaxSummary);
     EXPECT_NE(line.find("\"(other)\""), std::string::npos);
     EXPECT_NE(line.find("\"dropped\": " + std::to_string(UINT64_MAX)), std::string::npos);
+    EXPECT_NE(line.find("\"questions-dropped\": " + std::to_string(UINT64_MAX)), std::string::npos);
 }
 
 TEST(EgressLogTally, KeysAreCappedAndTheRestGoToOther)
@@ -456,12 +457,13 @@ TEST(EgressLogTally, KeysAreCappedAndTheRestGoToOther)
         ++tally.at("reached" + std::to_string(i) + ".example:443", false).allowed;
     EXPECT_EQ(tally.size(), EgressTally::kMaxKeys);
     EXPECT_EQ(tally.at("reached0.example:443", false).allowed, 1U);
-    const std::string line = tally.summary(7);
+    const std::string line = tally.summary({7, 0, 0});
     EXPECT_LE(line.size(), EgressTally::kMaxSummary);
     EXPECT_NE(line.find("{ \"host\": \"(other)\", \"port\": 0, \"connections\": 936, \"refused\": 9808"),
               std::string::npos)
         << line.substr(line.size() - 300);
-    EXPECT_NE(line.find("\"dropped\": 7, \"omitted\": 0 }"), std::string::npos);
+    EXPECT_NE(line.find("\"dropped\": 7, \"not-written\": 0, \"questions-dropped\": 0, \"omitted\": 0 }"),
+              std::string::npos);
     // The reached ones come first.
     EXPECT_EQ(line.rfind("{ \"summary\": [ { \"host\": \"reached0.example\"", 0), 0U) << line.substr(0, 100);
 }
@@ -472,7 +474,7 @@ TEST(EgressLogTally, TheSummaryIsCappedAndSaysWhatItLeftOut)
     const std::string long_name(253, 'a');
     for (int i = 0; i < 400; ++i)
         ++tally.at(std::to_string(i) + long_name.substr(3) + ":443", false).allowed;
-    const std::string line = tally.summary(0);
+    const std::string line = tally.summary({});
     EXPECT_LE(line.size(), EgressTally::kMaxSummary);
     EXPECT_GT(line.size(), EgressTally::kMaxSummary - 1024);
     const size_t omitted_at = line.find("\"omitted\": ");
@@ -522,6 +524,38 @@ TEST(EgressLogWriter, ASocketIsWrittenWithDontwait)
     EXPECT_TRUE(log.pending());
     char buf[4096];
     EXPECT_GT(::read(peer.get(), buf, sizeof buf), 0);
+}
+
+// Security: the log's byte cap. Lines stop where what is left would not hold the summary: one
+// line says so, every later line is counted, and the summary still comes, within the cap.
+TEST(EgressLogWriter, AtTheCapOneLineSaysSoThenOnlyTheSummary)
+{
+    char path[] = "/tmp/cocoon-egress-log-XXXXXX";
+    UniqueFd file(::mkostemp(path, O_CLOEXEC));
+    ASSERT_TRUE(file);
+    ::unlink(path);
+    UniqueFd reader(::dup(file.get()));
+    const size_t cap = EgressLog::kSummaryRoom + 10000;
+    EgressLog log(std::move(file), cap);
+    const std::string line(99, 'x');  // 100 bytes with its newline
+    for (int i = 0; i < 1000; ++i)
+        log.add(line);
+    EXPECT_EQ(log.not_written(), 900U);
+    EXPECT_EQ(log.dropped(), 0U);
+    EgressTally tally;
+    log.add_summary(tally.summary({log.dropped(), log.not_written(), 0}));
+    log.drain(100);
+    std::string got(cap * 2, '\0');
+    const ssize_t n = ::pread(reader.get(), got.data(), got.size(), 0);
+    ASSERT_GT(n, 0);
+    got.resize(static_cast<size_t>(n));
+    EXPECT_LE(got.size(), cap);
+    EXPECT_EQ(got.substr(0, 100), line + "\n");
+    const std::string capped = log.capped_line() + "\n";
+    EXPECT_EQ(got.substr(10000, capped.size()), capped);
+    EXPECT_NE(got.find("\"not-written\": 900,"), std::string::npos) << got.substr(10000);
+    // The largest summary fits too.
+    EXPECT_LE(10000 + capped.size() + EgressTally::kMaxSummary + 1, cap);
 }
 
 }  // namespace

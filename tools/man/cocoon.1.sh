@@ -99,6 +99,16 @@ but every connect failed); \fBreason\fR says why in words. \fBvia\fR is
 the resolver refused (port 53), and absent for the proxy's. The last line is a
 summary of each host and port, and of the results in all. docs/options.md
 lists every field.
+.PP
+Against a flood, the lines of refusals (of the proxy, of transparent
+connections and of DNS questions alike) share one bound: the first 2,000,
+then 200 a second; past it a refusal is counted in the summary's
+\fBnot\-written\fR and gets no line. The resolver answers at most 2,000
+questions a second; the others wait unread or are dropped by the kernel,
+and the summary's \fBquestions\-dropped\fR counts them. A run writes at
+most 64 MiB to the log, the summary included: at the cap one line
+(\fBcapped\-at\-bytes\fR) says so, every later line is only counted in
+\fBnot\-written\fR, and the summary still comes last.
 .SH DEFAULT SECCOMP POLICY
 Before the command runs, cocoon loads a seccomp filter that refuses what no
 agent needs and what has been a way out of a sandbox or a way to reach the
@@ -121,8 +131,8 @@ needs io_uring) runs with \fB\-\-no\-default\-seccomp\fR, which loads none of
 it; bwrap has no such policy. SECURITY.md gives each rule's reason.
 .SH EXIT STATUS
 The command's exit status when it exits; 128+N when signal N ends it
-(\fB\-\-json\-status\-fd\fR's exit\-signal says which); 1 when the sandbox could not be set up or the command
-line is wrong (one line on stderr names the option or path; as
+(\fB\-\-json\-status\-fd\fR's exit\-signal says which); 1 when the
+sandbox could not be set up or the command line is wrong (one line on stderr names the option or path; as
 \fBbwrap\fR with no command, the usage). \fB\-\-kill\-after\fR's SIGKILL
 counts as the signal: 137. \fB\-\-help\fR, \fB\-\-version\fR and
 \fB\-\-check\fR exit 0 (\fB\-\-check\fR: 1 when this host cannot run a
