@@ -1,5 +1,5 @@
 // The launch's vocabulary: what a sandbox is made of, as plain data. The
-// monitor's planner (tools/plan.h) fills a LaunchPlan from the parsed options,
+// caller's planner (tools/plan.h), before the clone, fills a LaunchPlan from the parsed options,
 // tools/entry.cc takes the caller's fds into CallerFds, and launch()
 // (ns/launch.h) runs the two; every process of the launch reads them.
 #pragma once
@@ -30,7 +30,7 @@ struct RelayEndpoint {
 };
 
 // --egress PORT: an HTTP proxy on 127.0.0.1:PORT and [::1]:PORT inside, run by
-// the monitor, reaching only what --egress-allow names (relay/egress.h).
+// the relay worker, reaching only what --egress-allow names (relay/egress.h).
 struct EgressEndpoint {
     uint16_t port = 0;
     std::vector<std::string> allow;  // --egress-allow patterns, checked by make_launch_plan

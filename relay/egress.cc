@@ -2,7 +2,7 @@
 // log in egress_log.cc). Runs in the confined relay worker (relay/worker.h).
 // Security: everything a client sends is hostile. The head is read into a buffer capped at
 // kMaxRequestHead, with a deadline; the parser looks only at the bytes it was given; a name is
-// resolved on the host and the monitor connects to the very address it checked (no second
+// resolved on the host and the worker connects to the very address it checked (no second
 // lookup that a rebinding DNS server could answer differently).
 #include "relay/egress.h"
 
@@ -108,7 +108,7 @@ Egress::Egress(EgressOptions options, Relay& relay)
 Egress::~Egress()
 {
     // The relay's close hooks of adopted connections call back into this object: they run now,
-    // while it is whole (the monitor's normal end has closed them already).
+    // while it is whole (the worker's normal end has closed them already).
     m_relay.close_all();
     close_all();
 }
@@ -159,7 +159,7 @@ void Egress::on_listener(size_t index)
         int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             // Security: out of fds (or memory) the listener stays readable; it leaves the epoll
-            // set for a tick instead of being tried again at once (a spinning monitor).
+            // set for a tick instead of being tried again at once (a spinning worker).
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 m_paused_until = Clock::now() + kAcceptPause;
                 sync_listeners();

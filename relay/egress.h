@@ -42,11 +42,11 @@ struct EgressOptions {
 };
 
 // The handshake phase of each client: read and parse the head, check, resolve, connect, answer;
-// then the relay engine moves the bytes. Owns an epoll fd that the monitor polls; resolution runs
+// then the relay engine moves the bytes. Owns an epoll fd that the worker's loop polls; resolution runs
 // on a thread of its own (Resolver), and the log never blocks (EgressLog), so nothing here blocks.
 // Security: each client in its handshake holds a reservation of the relay's connection budget
 // (Relay::reserve: its two fds), so handshakes and relayed connections together stay within the
-// fds the monitor has; at the limit, or after accept4 fails for want of fds, the listeners leave
+// fds the worker has; at the limit, or after accept4 fails for want of fds, the listeners leave
 // the epoll set (no spinning on a readable listener) and are looked at again on the next 250 ms
 // tick, or when a handshake ends.
 // Security: what the sandbox makes the worker write and answer is bounded too. Every refusal's

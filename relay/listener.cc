@@ -107,7 +107,7 @@ void Relay::add_listener(UniqueFd listener, std::shared_ptr<const Target> target
         socket_option(fd, SO_PROTOCOL) != IPPROTO_TCP || socket_option(fd, SO_ACCEPTCONN) != 1)
         throw UsageError("relay: fd " + std::to_string(fd) + " is not a listening TCP socket");
     auto entry = std::make_unique<Listener>();
-    // accept4 must never block the monitor, and the fd must not reach anything cocoon executes.
+    // accept4 must never block the worker's loop, and the fd must not reach anything cocoon executes.
     int flags = static_cast<int>(check(::fcntl(fd, F_GETFL), "fcntl(relay listener, F_GETFL)"));
     check(::fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl(relay listener, F_SETFL)");
     check(::fcntl(fd, F_SETFD, FD_CLOEXEC), "fcntl(relay listener, F_SETFD)");
@@ -188,9 +188,9 @@ bool Relay::make_spare_unix(Listener& listener)
 void Relay::open_connection(uint32_t listener_index, UniqueFd tcp, UniqueFd unix_socket, int err)
 {
     Listener& listener = *m_listeners[listener_index];
-    // Security: the target is the host socket cocoon's command line named, pinned at start and
-    // connected in the monitor's mount namespace: the sandbox neither names it nor sees it, and
-    // nothing it puts at that path later is reached (relay/host_socket.h).
+    // Security: the target is the host socket cocoon's command line named, pinned at start by the
+    // monitor, which connects it in its mount namespace when the worker asks: the sandbox neither
+    // names it nor sees it, and nothing it puts at that path later is reached (host_socket.h).
     // An AF_UNIX connect completes or fails at once, non-blocking or not: a full backlog is
     // EAGAIN, never EINPROGRESS (that is a target in another process: see connected()). EAGAIN is
     // tried again later (retry_waiting) while the client waits; any other failure closes this

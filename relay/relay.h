@@ -72,8 +72,8 @@ struct RelayOptions {
 };
 
 // Where a listener's clients go: the host Unix socket of a --relay. HostSocket connects to it
-// itself (the relay runs with the right to); a confined relay asks the process that has the
-// right (relay/worker.h), and gets the answer later.
+// itself (where the relay runs with the right to: the engine's tests and benchmark); the relay
+// worker, confined, asks the monitor, which has the right (relay/worker.h), and gets the answer later.
 class Target {
 public:
     virtual ~Target() = default;

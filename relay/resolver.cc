@@ -1,4 +1,4 @@
-// The resolver thread. It owns the c-ares channel alone: the monitor's thread only queues names
+// The resolver thread. It owns the c-ares channel alone: the worker's main thread only queues names
 // and takes results, under m_mutex, and learns of results from an eventfd.
 #include "relay/resolver.h"
 

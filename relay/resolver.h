@@ -1,6 +1,6 @@
-// Name resolution for --egress, off the monitor's loop: one thread runs c-ares (Debian's
-// libc-ares: /etc/hosts, then DNS as /etc/resolv.conf says, no NSS modules to load into a static
-// binary) and hands results back through an eventfd the monitor polls.
+// Name resolution for --egress, off the relay worker's loop: one thread of the worker runs c-ares
+// (Debian's libc-ares: /etc/hosts, then DNS as /etc/resolv.conf says, no NSS modules to load into
+// a static binary) and hands results back through an eventfd the worker's loop polls.
 #pragma once
 
 #include <sys/socket.h>
