@@ -267,6 +267,19 @@ TEST(ParseArgs, ChmodMqueueAndBindFdKeepTheirPlace)
     EXPECT_EQ(parse_error({"--bind-data", "3"}), "--bind-data takes two arguments");
 }
 
+// An option without its arguments: bwrap 0.11's words (bubblewrap.c), where Debian's bwrap 0.8.0,
+// which the differential suite runs, has no such option or no such row.
+TEST(ParseArgs, AMissingArgumentIsSaidInBwrapsWords)
+{
+    EXPECT_EQ(parse_error({"--overlay-src", "/a", "--overlay", "/u"}), "--overlay takes three arguments");
+    EXPECT_EQ(parse_error({"--overlay-src", "/a", "--tmp-overlay"}), "--tmp-overlay takes an argument");
+    EXPECT_EQ(parse_error({"--argv0"}), "--argv0 takes one argument");
+    EXPECT_EQ(parse_error({"--remount-ro"}), "--remount-ro takes one argument");
+    EXPECT_EQ(parse_error({"--chmod", "0755"}), "--chmod takes two arguments");
+    EXPECT_EQ(parse_error({"--ro-bind-fd", "3"}), "--bind-fd takes two arguments");  // both fd binds
+    EXPECT_EQ(parse_error({"--size"}), "--size takes an argument");
+}
+
 TEST(ParseArgs, ArgsFileIsSplicedWhereItStands)
 {
     FakeFds fds{{{3, "--setenv\0A\0from-file\0--chdir\0/usr\0"s}, {4, "--unshare-net"s}}, {}};
