@@ -174,27 +174,33 @@ bool maps_unprivileged_uid()
     return false;
 }
 
+// The caller's ids, and whether the worker is cloned into a user namespace of its own: a root
+// caller whose user namespace maps 65534 becomes it; any other (a caller that is not root, root
+// of a namespace that maps only itself) gets a user namespace.
+struct Identity {
+    uid_t uid;
+    gid_t gid;
+    bool own_user_namespace;
+};
+
 // Security: the worker gives up every right before it reads a byte of the sandbox's. Its root
 // becomes an empty read-only tmpfs (with a copy of the host's /etc/hosts and /etc/resolv.conf
-// for --egress's resolver), in a mount namespace of its own (a user namespace too for a caller
-// that is not root); a root caller's worker becomes uid and gid 65534; then no capability,
-// bounding set included, no_new_privs, not dumpable, and killed with the monitor.
-void confine(pid_t monitor, bool egress, const std::string& prefix)
+// for --egress's resolver), in a mount namespace of its own (in the user namespace it was cloned
+// into, for a caller that is not root); a root caller's worker becomes uid and gid 65534; then no
+// capability, bounding set included, no_new_privs, not dumpable, and killed with the monitor.
+void confine(const Identity& identity, bool egress, const std::string& prefix)
 {
     const std::string hosts = egress ? read_small_file("/etc/hosts") : "";
     const std::string resolv = egress ? read_small_file("/etc/resolv.conf") : "";
-    const uid_t uid = ::getuid();
-    const gid_t gid = ::getgid();
-    // A root caller whose user namespace maps 65534 becomes it; any other (a caller that is not
-    // root, root of a namespace that maps only itself) makes a user namespace of its own.
-    const bool root = ::geteuid() == 0 && maps_unprivileged_uid();
-    if (::unshare(root ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0)
+    const bool root = !identity.own_user_namespace;
+    if (::unshare(CLONE_NEWNS) < 0)
         fail(prefix, "unshare", errno);
     if (!root) {
+        const std::string uid = std::to_string(identity.uid), gid = std::to_string(identity.gid);
         try {
             sys::write_file("/proc/self/setgroups", "deny");
-            sys::write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
-            sys::write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+            sys::write_file("/proc/self/uid_map", uid + " " + uid + " 1");
+            sys::write_file("/proc/self/gid_map", gid + " " + gid + " 1");
         } catch (const SysError& e) {
             fail(prefix, "its user namespace", e.code());
         }
@@ -236,7 +242,10 @@ void confine(pid_t monitor, bool egress, const std::string& prefix)
     // A new uid clears the parent-death signal: set after it.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         fail(prefix, "PR_SET_PDEATHSIG", errno);
-    if (::getppid() != monitor)
+    // A monitor that ended before that line sent no signal; its end of the control socket is then
+    // closed (getppid() cannot tell: the monitor is outside the worker's PID namespace).
+    pollfd monitor{kControlFd, 0, 0};
+    if (::poll(&monitor, 1, 0) != 0 && (monitor.revents & (POLLHUP | POLLERR | POLLNVAL)))
         ::_exit(1);
 }
 
@@ -272,11 +281,11 @@ void load_allowlist(const std::string& prefix)
         fail(prefix, "seccomp", errno);
 }
 
-[[noreturn]] void worker_main(pid_t monitor, WorkerOptions options)
+[[noreturn]] void worker_main(const Identity& identity, WorkerOptions options)
 {
     const std::string& prefix = options.log_prefix;
     ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
-    confine(monitor, options.egress.has_value(), prefix);
+    confine(identity, options.egress.has_value(), prefix);
     try {
         if (!prefix.empty())
             options.relay.log = [prefix](const std::string& line) {
@@ -382,8 +391,13 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     if (options.egress && options.egress->log)
         m_log.reset(::fcntl(options.egress->log.get(), F_DUPFD_CLOEXEC, 3));  // for the kill's line
     m_log_prefix = options.log_prefix;
-    const pid_t monitor = ::getpid();
-    sys::Cloned child = sys::clone3(0, cgroup);
+    const Identity identity{::getuid(), ::getgid(), !(::geteuid() == 0 && maps_unprivileged_uid())};
+    // Security: the worker is cloned into a PID namespace of its own (owned by its own user
+    // namespace, for a caller that is not root): kill(2) and tgkill(2), which its allowlist keeps
+    // for abort, name only itself, never the monitor (a stopped monitor enforces no --kill-after,
+    // --forward-signals or --die-with-parent) nor any other process of the caller's uid. It still
+    // dies with the monitor (PR_SET_PDEATHSIG), which reaps it through the pidfd.
+    sys::Cloned child = sys::clone3(CLONE_NEWPID | (identity.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
     if (child.pid == 0) {
         // Only what the worker needs crosses: its two sockets and pipe, the --egress-log, stderr.
         const int log = options.egress && options.egress->log ? options.egress->log.get() : -1;
@@ -415,7 +429,7 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
         for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
             sigaddset(&stops, sig);
         ::sigprocmask(SIG_BLOCK, &stops, nullptr);
-        worker_main(monitor, std::move(options));
+        worker_main(identity, std::move(options));
     }
     m_pid = child.pid;
     m_pidfd = std::move(child.pidfd);
