@@ -393,10 +393,11 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     m_log_prefix = options.log_prefix;
     const Identity identity{::getuid(), ::getgid(), !(::geteuid() == 0 && maps_unprivileged_uid())};
     // Security: the worker is cloned into a PID namespace of its own (owned by its own user
-    // namespace, for a caller that is not root): kill(2) and tgkill(2), which its allowlist keeps
-    // for abort, name only itself, never the monitor (a stopped monitor enforces no --kill-after,
-    // --forward-signals or --die-with-parent) nor any other process of the caller's uid. It still
-    // dies with the monitor (PR_SET_PDEATHSIG), which reaps it through the pidfd.
+    // namespace, for a caller that is not root): tgkill(2), which its allowlist keeps for abort,
+    // names only itself, never the monitor (a stopped monitor enforces no --kill-after,
+    // --forward-signals or --die-with-parent) nor any other process of the caller's uid (kill(2)
+    // is outside the allowlist). It still dies with the monitor (PR_SET_PDEATHSIG), which reaps it
+    // through the pidfd.
     sys::Cloned child = sys::clone3(CLONE_NEWPID | (identity.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
     if (child.pid == 0) {
         // Only what the worker needs crosses: its two sockets and pipe, the --egress-log, stderr.
