@@ -31,6 +31,11 @@
 #include "relay/egress_log.h"
 #include "relay/fd_message.h"
 #include "relay/host_socket.h"
+#ifdef COCOON_TEST_HOOKS
+#include <sys/timerfd.h>
+
+#include "relay/worker_test_hook.h"
+#endif
 
 namespace cocoon::relay {
 namespace {
@@ -181,6 +186,7 @@ struct Identity {
     uid_t uid;
     gid_t gid;
     bool own_user_namespace;
+    pid_t monitor;  // the monitor's pid, as cocoon knew it before the clone
 };
 
 // Security: the worker gives up every right before it reads a byte of the sandbox's. Its root
@@ -285,6 +291,9 @@ void load_allowlist(const std::string& prefix)
 {
     const std::string& prefix = options.log_prefix;
     ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
+#ifdef COCOON_TEST_HOOKS
+    const std::optional<test_hook::Hook> hook = test_hook::from_env(identity.monitor);
+#endif
     confine(identity, options.egress.has_value(), prefix);
     try {
         if (!prefix.empty())
@@ -311,6 +320,20 @@ void load_allowlist(const std::string& prefix)
         });
         if (egress)
             relay.watch(egress->epoll_fd(), [&] { egress->run_once(); });
+#ifdef COCOON_TEST_HOOKS
+        // Test-only (relay/worker_test_hook.h): the worker misbehaves, confined, after the delay.
+        UniqueFd hook_timer;
+        if (hook) {
+            hook_timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
+            const long ms = hook->delay_ms > 0 ? hook->delay_ms : 1;
+            const itimerspec at{{0, 0}, {ms / 1000, ms % 1000 * 1000000}};
+            ::timerfd_settime(hook_timer.get(), 0, &at, nullptr);
+            relay.watch(hook_timer.get(), [&] {
+                relay.unwatch(hook_timer.get());
+                test_hook::misbehave(*hook, kControlFd, kAnswerFd, kRequestFd, prefix);
+            });
+        }
+#endif
         relay.watch(kControlFd, [&] {
             ControlMsg msg;
             UniqueFd fd;
@@ -391,7 +414,7 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     if (options.egress && options.egress->log)
         m_log.reset(::fcntl(options.egress->log.get(), F_DUPFD_CLOEXEC, 3));  // for the kill's line
     m_log_prefix = options.log_prefix;
-    const Identity identity{::getuid(), ::getgid(), !(::geteuid() == 0 && maps_unprivileged_uid())};
+    const Identity identity{::getuid(), ::getgid(), !(::geteuid() == 0 && maps_unprivileged_uid()), ::getpid()};
     // Security: the worker is cloned into a PID namespace of its own (owned by its own user
     // namespace, for a caller that is not root): tgkill(2), which its allowlist keeps for abort,
     // names only itself, never the monitor (a stopped monitor enforces no --kill-after,
@@ -502,7 +525,6 @@ bool Worker::kill_for(const std::string& what)
         if (entry.size() <= PIPE_BUF && ::poll(&room, 1, 0) == 1 && (room.revents & POLLOUT) &&
             ::send(m_log.get(), entry.data(), entry.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == ENOTSOCK)
             (void)!::write(m_log.get(), entry.data(), entry.size());
-        m_log.reset();
     }
     return false;
 }
