@@ -1,11 +1,12 @@
-// Fixed-size messages with at most one fd (SCM_RIGHTS) over a SOCK_SEQPACKET socket: the relay
-// worker's and the monitor's (relay/worker.h), and tools/bench/relay's anchor of what one costs.
+// Fixed-size messages with at most one fd (SCM_RIGHTS) over a SOCK_SEQPACKET socket: the monitor's
+// to the relay worker (relay/worker.h), and tools/bench/relay's anchor of what one costs.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 
 #include "base/unique_fd.h"
 
@@ -34,33 +35,57 @@ template <typename T> bool send_msg(int sock, const T& msg, int fd = -1)
     return n == static_cast<ssize_t>(sizeof msg);
 }
 
-// One message of exactly T's size, and the fd it carries if any. 0: a message; else the errno
-// (ECONNRESET for the peer's end, EBADMSG for a message of another size or more than one fd).
-template <typename T> int receive_msg(int sock, T& msg, UniqueFd& fd, int flags = 0)
+// One message of exactly T's size, and the fds it carries: at most fds.size() of them, in order
+// (the slots past the ones that came are left empty; whether a kind of message needs its fd is the
+// caller's to check). 0: a message; else the errno (ECONNRESET for the peer's end, EBADMSG for a
+// message of another size, or with more fds than fds.size(), or another kind of control data).
+//
+// Security: a peer that sends more fds than the message may carry does not leave them open here
+// (a process's fd table filled by its peer): every fd past fds.size() is closed before the return,
+// and on EBADMSG the expected ones too. The control buffer has room for a few more than expected,
+// so that extra fds arrive to be closed; any the kernel had no room for it released (MSG_CTRUNC).
+template <typename T> int receive_msg(int sock, T& msg, std::span<UniqueFd> fds, int flags = 0)
 {
+    constexpr size_t kRoom = 4;  // fds the control buffer holds, the expected ones among them
     iovec iov{&msg, sizeof msg};
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(kRoom * sizeof(int))] = {};
     hdr.msg_control = control;
     hdr.msg_controllen = sizeof control;
+    for (UniqueFd& fd : fds)
+        fd.reset();
     ssize_t n;
     do
         n = ::recvmsg(sock, &hdr, flags | MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno;
-    if (n == 0)
-        return ECONNRESET;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&hdr); c; c = CMSG_NXTHDR(&hdr, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-            int received;
-            std::memcpy(&received, CMSG_DATA(c), sizeof received);
-            fd.reset(received);
+    bool bad = n != static_cast<ssize_t>(sizeof msg) || (hdr.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    size_t taken = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&hdr); c; c = CMSG_NXTHDR(&hdr, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) {
+            bad = true;
+            continue;
         }
-    if (n != static_cast<ssize_t>(sizeof msg) || (hdr.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
-        return EBADMSG;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+            int received;
+            std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof received);
+            UniqueFd owned(received);  // closed here unless it has a slot
+            if (taken < fds.size())
+                fds[taken] = std::move(owned);
+            else
+                bad = true;
+            ++taken;
+        }
+    }
+    if (n == 0 || bad) {
+        for (UniqueFd& fd : fds)
+            fd.reset();
+        return n == 0 ? ECONNRESET : EBADMSG;
+    }
     return 0;
 }
 

@@ -20,14 +20,22 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <iterator>
+#include <span>
 #include <sstream>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
+#include "relay/egress_log.h"
 #include "relay/fd_message.h"
 #include "relay/host_socket.h"
+#ifdef COCOON_TEST_HOOKS
+#include <sys/timerfd.h>
+
+#include "relay/worker_test_hook.h"
+#endif
 
 namespace cocoon::relay {
 namespace {
@@ -41,23 +49,27 @@ struct ControlMsg {
     uint32_t kind = 0;
     uint32_t index = 0;
 };
-// connect: worker -> monitor, and the answer.
+// requests: worker -> monitor (a pipe); answers: monitor -> worker.
 struct ConnectMsg {
+    static constexpr uint32_t kConnect = 0x636f6e6e;  // "conn": the one kind of request
+    uint32_t kind = kConnect;
     uint32_t target = 0;
 };
+static_assert(sizeof(ConnectMsg) <= PIPE_BUF, "a request is written to the pipe in one piece");
 struct ConnectedMsg {
     int32_t err = 0;
 };
 
 // The fds the worker keeps, at these numbers.
-constexpr int kControlFd = 3, kConnectFd = 4, kEgressLogFd = 5;
+constexpr int kControlFd = 3, kAnswerFd = 4, kEgressLogFd = 5, kRequestFd = 6;
 // The uid and gid a root caller's worker runs as: the overflow ids, which own nothing.
 constexpr uid_t kUnprivileged = 65534;
 
-// The worker's end of the connect socket (kConnectFd, non-blocking): a request per client goes
-// out and the relay goes on; the answers, in the same order, go to Relay::connected as they come.
-// At most kMaxInFlight requests are unanswered, so the monitor's answers always fit the socket's
-// queue; a client past that waits as for a full backlog (EAGAIN).
+// The worker's end of the request pipe (kRequestFd) and of the answer socket (kAnswerFd), both
+// non-blocking: a request per client goes out and the relay goes on; the answers, in the same
+// order, go to Relay::connected as they come. At most kMaxInFlight requests are unanswered, so the
+// monitor's answers always fit the socket's queue; a client past that waits as for a full backlog
+// (EAGAIN).
 class Broker {
 public:
     static constexpr unsigned kMaxInFlight = 64;
@@ -69,8 +81,10 @@ public:
             return EPIPE;
         if (m_in_flight >= kMaxInFlight)
             return EAGAIN;
-        if (!send_msg(kConnectFd, ConnectMsg{target}))
-            return errno == EAGAIN ? EAGAIN : EPIPE;
+        const ConnectMsg msg{ConnectMsg::kConnect, target};
+        const ssize_t n = ::write(kRequestFd, &msg, sizeof msg);  // whole or not at all: under PIPE_BUF
+        if (n != static_cast<ssize_t>(sizeof msg))
+            return n < 0 && errno == EAGAIN ? EAGAIN : EPIPE;
         ++m_in_flight;
         return EINPROGRESS;
     }
@@ -82,21 +96,21 @@ public:
         for (;;) {
             ConnectedMsg answer;
             UniqueFd socket;
-            int err = receive_msg(kConnectFd, answer, socket, MSG_DONTWAIT);
+            int err = receive_msg(kAnswerFd, answer, std::span(&socket, 1), MSG_DONTWAIT);
             if (err == EAGAIN || err == EWOULDBLOCK)
                 return true;
-            if (err != 0 || m_in_flight == 0) {
+            // An answer that fails carries no socket; one that succeeds, one.
+            if (err != 0 || m_in_flight == 0 || (answer.err != 0) == static_cast<bool>(socket)) {
                 m_broken = true;
-                ::shutdown(kConnectFd, SHUT_RDWR);
+                ::shutdown(kAnswerFd, SHUT_RDWR);
+                ::close(kRequestFd);
                 for (; m_in_flight > 0; --m_in_flight)
                     relay.connected({}, EPIPE);
                 return false;
             }
             --m_in_flight;
-            err = answer.err != 0 ? answer.err : socket ? 0 : EPROTO;
-            if (err != 0) {
-                socket.reset();
-            } else {
+            err = answer.err;
+            if (err == 0) {
                 const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
                 ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
             }
@@ -165,27 +179,34 @@ bool maps_unprivileged_uid()
     return false;
 }
 
+// The caller's ids, and whether the worker is cloned into a user namespace of its own: a root
+// caller whose user namespace maps 65534 becomes it; any other (a caller that is not root, root
+// of a namespace that maps only itself) gets a user namespace.
+struct Identity {
+    uid_t uid;
+    gid_t gid;
+    bool own_user_namespace;
+    pid_t monitor;  // the monitor's pid, as cocoon knew it before the clone
+};
+
 // Security: the worker gives up every right before it reads a byte of the sandbox's. Its root
 // becomes an empty read-only tmpfs (with a copy of the host's /etc/hosts and /etc/resolv.conf
-// for --egress's resolver), in a mount namespace of its own (a user namespace too for a caller
-// that is not root); a root caller's worker becomes uid and gid 65534; then no capability,
-// bounding set included, no_new_privs, not dumpable, and killed with the monitor.
-void confine(pid_t monitor, bool egress, const std::string& prefix)
+// for --egress's resolver), in a mount namespace of its own (in the user namespace it was cloned
+// into, for a caller that is not root); a root caller's worker becomes uid and gid 65534; then no
+// capability, bounding set included, no_new_privs, not dumpable, and killed with the monitor.
+void confine(const Identity& identity, bool egress, const std::string& prefix)
 {
     const std::string hosts = egress ? read_small_file("/etc/hosts") : "";
     const std::string resolv = egress ? read_small_file("/etc/resolv.conf") : "";
-    const uid_t uid = ::getuid();
-    const gid_t gid = ::getgid();
-    // A root caller whose user namespace maps 65534 becomes it; any other (a caller that is not
-    // root, root of a namespace that maps only itself) makes a user namespace of its own.
-    const bool root = ::geteuid() == 0 && maps_unprivileged_uid();
-    if (::unshare(root ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0)
+    const bool root = !identity.own_user_namespace;
+    if (::unshare(CLONE_NEWNS) < 0)
         fail(prefix, "unshare", errno);
     if (!root) {
+        const std::string uid = std::to_string(identity.uid), gid = std::to_string(identity.gid);
         try {
             sys::write_file("/proc/self/setgroups", "deny");
-            sys::write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1");
-            sys::write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+            sys::write_file("/proc/self/uid_map", uid + " " + uid + " 1");
+            sys::write_file("/proc/self/gid_map", gid + " " + gid + " 1");
         } catch (const SysError& e) {
             fail(prefix, "its user namespace", e.code());
         }
@@ -227,7 +248,10 @@ void confine(pid_t monitor, bool egress, const std::string& prefix)
     // A new uid clears the parent-death signal: set after it.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         fail(prefix, "PR_SET_PDEATHSIG", errno);
-    if (::getppid() != monitor)
+    // A monitor that ended before that line sent no signal; its end of the control socket is then
+    // closed (getppid() cannot tell: the monitor is outside the worker's PID namespace).
+    pollfd monitor{kControlFd, 0, 0};
+    if (::poll(&monitor, 1, 0) != 0 && (monitor.revents & (POLLHUP | POLLERR | POLLNVAL)))
         ::_exit(1);
 }
 
@@ -263,11 +287,14 @@ void load_allowlist(const std::string& prefix)
         fail(prefix, "seccomp", errno);
 }
 
-[[noreturn]] void worker_main(pid_t monitor, WorkerOptions options)
+[[noreturn]] void worker_main(const Identity& identity, WorkerOptions options)
 {
     const std::string& prefix = options.log_prefix;
     ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
-    confine(monitor, options.egress.has_value(), prefix);
+#ifdef COCOON_TEST_HOOKS
+    const std::optional<test_hook::Hook> hook = test_hook::from_env(identity.monitor);
+#endif
+    confine(identity, options.egress.has_value(), prefix);
     try {
         if (!prefix.empty())
             options.relay.log = [prefix](const std::string& line) {
@@ -283,27 +310,44 @@ void load_allowlist(const std::string& prefix)
         std::optional<Egress> egress;
         if (options.egress)
             egress.emplace(std::move(*options.egress), relay);
-        if (::fcntl(kConnectFd, F_SETFL, O_NONBLOCK) < 0)
+        if (::fcntl(kAnswerFd, F_SETFL, O_NONBLOCK) < 0 || ::fcntl(kRequestFd, F_SETFL, O_NONBLOCK) < 0)
             fail(prefix, "fcntl(O_NONBLOCK)", errno);
         load_allowlist(prefix);
         // One wait for everything: the relay's sockets, the monitor's two, the egress proxy's.
-        relay.watch(kConnectFd, [&] {
+        relay.watch(kAnswerFd, [&] {
             if (!broker.take_answers(relay))
-                relay.unwatch(kConnectFd);
+                relay.unwatch(kAnswerFd);
         });
         if (egress)
             relay.watch(egress->epoll_fd(), [&] { egress->run_once(); });
+#ifdef COCOON_TEST_HOOKS
+        // Test-only (relay/worker_test_hook.h): the worker misbehaves, confined, after the delay.
+        UniqueFd hook_timer;
+        if (hook) {
+            hook_timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
+            const long ms = hook->delay_ms > 0 ? hook->delay_ms : 1;
+            const itimerspec at{{0, 0}, {ms / 1000, ms % 1000 * 1000000}};
+            ::timerfd_settime(hook_timer.get(), 0, &at, nullptr);
+            relay.watch(hook_timer.get(), [&] {
+                relay.unwatch(hook_timer.get());
+                test_hook::misbehave(*hook, kControlFd, kAnswerFd, kRequestFd, prefix);
+            });
+        }
+#endif
         relay.watch(kControlFd, [&] {
             ControlMsg msg;
             UniqueFd fd;
-            const int err = receive_msg(kControlFd, msg, fd);
+            const int err = receive_msg(kControlFd, msg, std::span(&fd, 1));
             if (err == ECONNRESET)
                 ::_exit(0);  // the monitor is gone
-            if (err == 0 && msg.kind == ControlMsg::kStop) {
+            // Stop carries no fd; a listener, one.
+            if (err != 0 || (msg.kind == ControlMsg::kStop) == static_cast<bool>(fd))
+                fail(prefix, "a malformed message from the monitor", err != 0 ? err : EBADMSG);
+            if (msg.kind == ControlMsg::kStop) {
                 // What the sandbox sent before it ended and the relay has not yet moved goes
                 // first (bounded: 64 rounds of what is ready now), then every connection ends.
                 relay.unwatch(kControlFd);
-                relay.unwatch(kConnectFd);
+                relay.unwatch(kAnswerFd);
                 if (egress)
                     relay.unwatch(egress->epoll_fd());
                 for (int round = 0; round < 64; ++round) {
@@ -317,8 +361,6 @@ void load_allowlist(const std::string& prefix)
                     egress->close_all();
                 ::_exit(0);
             }
-            if (err != 0 || !fd)
-                return;
             const auto kind = static_cast<ListenerKind>(msg.kind);
             if (kind == ListenerKind::Relay && msg.index < targets.size())
                 relay.add_listener(std::move(fd), targets[msg.index]);
@@ -343,11 +385,21 @@ void load_allowlist(const std::string& prefix)
 Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets, int cgroup)
     : m_targets(std::move(targets))
 {
-    int control[2], connect[2];
+    // Security: the monitor can receive no fd from the worker, by construction (a worker taken
+    // over could send it fds to fill its fd table, or a TCP socket whose close blocks in the kernel,
+    // which an fd the kernel discards unread closes in the receiver too, freezing the stop path).
+    // Its requests come through a pipe, which carries none; the two sockets carry fds to the
+    // worker only: the monitor's ends are shut for reading before the worker exists, so nothing
+    // the worker sends on them is ever queued to the monitor (sendmsg fails with EPIPE).
+    int control[2], answers[2], requests[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control), "socketpair");
     UniqueFd control0(control[0]), control1(control[1]);
-    check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, connect), "socketpair");
-    UniqueFd connect0(connect[0]), connect1(connect[1]);
+    check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, answers), "socketpair");
+    UniqueFd answers0(answers[0]), answers1(answers[1]);
+    check(::pipe2(requests, O_CLOEXEC), "pipe2");
+    UniqueFd requests0(requests[0]), requests1(requests[1]);
+    check(::shutdown(control0.get(), SHUT_RD), "shutdown(SHUT_RD)");
+    check(::shutdown(answers0.get(), SHUT_RD), "shutdown(SHUT_RD)");
     // A pipe or terminal as --egress-log gets a file description of cocoon's own, O_NONBLOCK
     // (the caller's stays as it was), opened here: the worker has no /proc (relay/egress_log.h).
     if (options.egress && options.egress->log) {
@@ -359,23 +411,34 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
                 options.egress->log = std::move(own);
         }
     }
-    const pid_t monitor = ::getpid();
-    sys::Cloned child = sys::clone3(0, cgroup);
+    if (options.egress && options.egress->log)
+        m_log.reset(::fcntl(options.egress->log.get(), F_DUPFD_CLOEXEC, 3));  // for the kill's line
+    m_log_prefix = options.log_prefix;
+    const Identity identity{::getuid(), ::getgid(), !(::geteuid() == 0 && maps_unprivileged_uid()), ::getpid()};
+    // Security: the worker is cloned into a PID namespace of its own (owned by its own user
+    // namespace, for a caller that is not root): tgkill(2), which its allowlist keeps for abort,
+    // names only itself, never the monitor (a stopped monitor enforces no --kill-after,
+    // --forward-signals or --die-with-parent) nor any other process of the caller's uid (kill(2)
+    // is outside the allowlist). It still dies with the monitor (PR_SET_PDEATHSIG), which reaps it
+    // through the pidfd.
+    sys::Cloned child = sys::clone3(CLONE_NEWPID | (identity.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
     if (child.pid == 0) {
-        // Only what the worker needs crosses: its two sockets, the --egress-log, stderr.
+        // Only what the worker needs crosses: its two sockets and pipe, the --egress-log, stderr.
         const int log = options.egress && options.egress->log ? options.egress->log.get() : -1;
-        int keep[3] = {::fcntl(control1.get(), F_DUPFD, 16), ::fcntl(connect1.get(), F_DUPFD, 16),
-                       log >= 0 ? ::fcntl(log, F_DUPFD, 16) : -1};
-        if (keep[0] < 0 || keep[1] < 0 || (log >= 0 && keep[2] < 0))
+        int keep[4] = {::fcntl(control1.get(), F_DUPFD, 16), ::fcntl(answers1.get(), F_DUPFD, 16),
+                       log >= 0 ? ::fcntl(log, F_DUPFD, 16) : -1, ::fcntl(requests1.get(), F_DUPFD, 16)};
+        if (keep[0] < 0 || keep[1] < 0 || (log >= 0 && keep[2] < 0) || keep[3] < 0)
             fail(options.log_prefix, "fcntl(F_DUPFD)", errno);
         const int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD, 16);
-        for (int i = 0; i < 3; ++i)
+        for (int i = 0; i < 4; ++i)
             if (::dup2(keep[i] >= 0 ? keep[i] : null, kControlFd + i) < 0)
                 fail(options.log_prefix, "dup2", errno);
         if (null < 0 || ::dup2(null, STDIN_FILENO) < 0 || ::dup2(null, STDOUT_FILENO) < 0)
             fail(options.log_prefix, "/dev/null", errno);
-        ::close_range(kEgressLogFd + 1, ~0U, 0);
-        (void)control1.release(), (void)connect1.release(), (void)control0.release(), (void)connect0.release();
+        ::close_range(kRequestFd + 1, ~0U, 0);
+        (void)control1.release(), (void)answers1.release(), (void)requests1.release();
+        (void)control0.release(), (void)answers0.release(), (void)requests0.release();
+        (void)m_log.release();
         if (options.egress && options.egress->log)
             (void)options.egress->log.release(), options.egress->log.reset(kEgressLogFd);
         else if (options.egress)
@@ -390,13 +453,15 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
         for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
             sigaddset(&stops, sig);
         ::sigprocmask(SIG_BLOCK, &stops, nullptr);
-        worker_main(monitor, std::move(options));
+        worker_main(identity, std::move(options));
     }
     m_pid = child.pid;
     m_pidfd = std::move(child.pidfd);
     m_control = std::move(control0);
-    m_connect = std::move(connect0);
-    ::fcntl(m_connect.get(), F_SETFL, O_NONBLOCK);
+    m_answers = std::move(answers0);
+    m_requests = std::move(requests0);
+    ::fcntl(m_answers.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(m_requests.get(), F_SETFL, O_NONBLOCK);
 }
 
 Worker::~Worker()
@@ -410,27 +475,58 @@ Worker::~Worker()
 
 bool Worker::serve()
 {
+    if (!m_pidfd || !m_killed_for.empty())
+        return false;
     // Bounded: a worker that asks faster than this is answered on the next round. A worker keeps
     // at most Broker::kMaxInFlight (64) requests unanswered, so its queue always takes the answers.
-    for (int i = 0; i < 64; ++i) {
-        ConnectMsg msg;
-        UniqueFd stray;  // the worker sends no fd: one that came is closed
-        const int err = receive_msg(m_connect.get(), msg, stray, MSG_DONTWAIT);
-        if (err == EAGAIN || err == EWOULDBLOCK)
-            return true;
-        if (err == ECONNRESET || err == ENOTCONN || err == EPIPE)
-            return false;
+    ConnectMsg batch[64];
+    ssize_t n;
+    do
+        n = ::read(m_requests.get(), batch, sizeof batch);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return errno == EAGAIN;
+    if (n == 0)
+        return false;  // every write end is closed: the worker ended
+    // Security: requests are written whole (under PIPE_BUF), so an honest worker's always read
+    // whole; anything else, like a kind or a --relay that does not exist, is a worker taken
+    // over: it is killed, not answered (OpenSSH's monitor: fatal() on an unexpected request).
+    if (n % static_cast<ssize_t>(sizeof(ConnectMsg)) != 0)
+        return kill_for("a request of a wrong size (" + std::to_string(n % sizeof(ConnectMsg)) + " bytes over)");
+    for (const ConnectMsg& msg : std::span(batch, static_cast<size_t>(n) / sizeof(ConnectMsg))) {
+        if (msg.kind != ConnectMsg::kConnect)
+            return kill_for("a request of an unknown kind (" + std::to_string(msg.kind) + ")");
+        if (msg.target >= m_targets.size())
+            return kill_for("a request for --relay number " + std::to_string(msg.target) + " of " +
+                            std::to_string(m_targets.size()));
         ConnectedMsg answer;
         UniqueFd socket;
-        if (err != 0 || msg.target >= m_targets.size())
-            answer.err = EINVAL;
-        else
-            answer.err = m_targets[msg.target]->connect(socket);
+        answer.err = m_targets[msg.target]->connect(socket);
         // A worker whose queue does not take an answer is broken, and is no longer answered.
-        if (!send_msg(m_connect.get(), answer, answer.err == 0 ? socket.get() : -1))
+        if (!send_msg(m_answers.get(), answer, answer.err == 0 ? socket.get() : -1))
             return false;
     }
     return true;
+}
+
+bool Worker::kill_for(const std::string& what)
+{
+    ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
+    m_killed_for = what;
+    const std::string line = m_log_prefix + "cocoon: the relay worker sent the monitor " + what +
+                             ": killed it; the sandbox runs on without --relay and --egress\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    if (m_log) {
+        // Never blocks: a pipe or terminal is cocoon's own O_NONBLOCK description, a pipe that
+        // was not is written only with room (POLLOUT takes PIPE_BUF whole), a socket MSG_DONTWAIT.
+        const std::string entry =
+            "{ \"relay-worker\": \"killed\", \"note\": " + json_string("it sent the monitor " + what) + " }\n";
+        pollfd room{m_log.get(), POLLOUT, 0};
+        if (entry.size() <= PIPE_BUF && ::poll(&room, 1, 0) == 1 && (room.revents & POLLOUT) &&
+            ::send(m_log.get(), entry.data(), entry.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == ENOTSOCK)
+            (void)!::write(m_log.get(), entry.data(), entry.size());
+    }
+    return false;
 }
 
 void Worker::add_listener(UniqueFd listener, ListenerKind kind, uint32_t index)
@@ -447,7 +543,7 @@ void Worker::stop(const std::string& log_prefix)
     send_msg(m_control.get(), ControlMsg{ControlMsg::kStop, 0});
     pollfd p{m_pidfd.get(), POLLIN, 0};
     // While it closes, it may still ask for a connection it accepted: answered (then closed).
-    pollfd both[2] = {p, {m_connect.get(), POLLIN, 0}};
+    pollfd both[2] = {p, {m_killed_for.empty() ? m_requests.get() : -1, POLLIN, 0}};
     for (int waited = 0; waited < 2000;) {
         if (::poll(both, 2, 50) > 0) {
             if (both[0].revents)
@@ -476,7 +572,7 @@ void Worker::stop(const std::string& log_prefix)
     else if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED)
         how = "was killed by signal " + std::to_string(info.si_status) +
               (info.si_status == SIGSYS ? " (a system call outside its allowlist)" : "");
-    if (!how.empty()) {
+    if (!how.empty() && m_killed_for.empty()) {  // killed for a message: said then
         const std::string line = log_prefix + "cocoon: the relay worker " + how + "\n";
         (void)!::write(STDERR_FILENO, line.data(), line.size());
     }

@@ -3,15 +3,20 @@
 // The monitor forks it before any such byte arrives; it confines itself (an empty read-only root
 // of its own, no capabilities, no_new_privs, a seccomp allowlist, and for a root caller the uid
 // and gid 65534) and then runs the relay and egress engines. What needs the caller's rights stays
-// in the monitor, which it asks over two socket pairs, in small fixed-size messages:
+// in the monitor, which it asks in small fixed-size messages:
 //
 //   monitor -> worker (control):  Listener {kind, index} + the listener's fd (SCM_RIGHTS): a
 //                                 --relay's, --egress's proxy, transparent or resolver socket;
 //                                 Stop {} (the sandbox ended: close everything, write the
 //                                 egress summary, exit)
-//   worker -> monitor (connect):  Connect {target} (a --relay client was accepted)
-//   monitor -> worker (connect):  Connected {errno} + a Unix socket the monitor made and
+//   worker -> monitor (requests): Connect {kind, target} (a --relay client was accepted), on a
+//                                 pipe: no fd can cross to the monitor
+//   monitor -> worker (answers):  Connected {errno} + a Unix socket the monitor made and
 //                                 connected to that --relay's pinned host socket, when errno is 0
+//
+// The two sockets carry fds one way: the monitor's ends are shut for reading. A request of a
+// wrong size, kind or --relay index gets the worker killed (one line on stderr and in the egress
+// log); the sandbox goes on without relay and egress, as when the worker dies.
 //
 // The worker does not wait for an answer: answers come in request order and complete the clients
 // (Relay::connected); at most 64 requests are unanswered at once, so the answers always fit.
@@ -62,8 +67,9 @@ public:
 
     pid_t pid() const { return m_pid; }
     // Readable when the worker asks for a connection (serve()), or hung up (it ended).
-    int fd() const { return m_connect.get(); }
-    // Answers the worker's waiting requests. False once the worker is gone.
+    int fd() const { return m_requests.get(); }
+    // Answers the worker's waiting requests. False once the worker is gone, or was killed for a
+    // malformed request.
     bool serve();
     // Hands over a listener (kind Relay: the index-th --relay's).
     void add_listener(UniqueFd listener, ListenerKind kind, uint32_t index);
@@ -77,8 +83,15 @@ public:
 private:
     pid_t m_pid = -1;
     std::optional<uint64_t> m_cpu_us;
-    UniqueFd m_pidfd, m_control, m_connect;
+    UniqueFd m_pidfd, m_control, m_answers, m_requests;
+    UniqueFd m_log;  // a copy of --egress-log's fd, for the line that says the worker was killed
+    std::string m_log_prefix;
+    std::string m_killed_for;  // the malformed request the worker was killed for, if it was
     std::vector<std::shared_ptr<const HostSocket>> m_targets;
+
+    // Kills the worker for a malformed request, and says so on stderr and in the egress log.
+    // Returns false (serve()'s "gone").
+    bool kill_for(const std::string& what);
 };
 
 }  // namespace cocoon::relay

@@ -83,6 +83,10 @@ TEST(RelayWorker, HoldsNoRightAndTheMonitorNoSandboxSocket)
     EXPECT_EQ(status_field(status, "CapAmb"), "0000000000000000") << status;
     EXPECT_EQ(status_field(status, "NoNewPrivs"), "1") << status;
     EXPECT_EQ(status_field(status, "Seccomp"), "2") << status;
+    // A PID namespace of its own, where it is 1: kill(2) names no other process (relay/worker.cc).
+    const std::string nspid = status_field(status, "NSpid");
+    EXPECT_EQ(nspid.substr(nspid.rfind('\t') + 1), "1") << status;
+    EXPECT_EQ(nspid.substr(0, nspid.find('\t')), std::to_string(worker)) << status;
     const bool root = ::geteuid() == 0;
     if (root) {
         // A root caller's worker runs as 65534, which owns nothing.

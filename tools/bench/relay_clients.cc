@@ -267,8 +267,7 @@ Exchange fd_exchanges(int count)
         for (;;) {
             pollfd p{answerer.get(), POLLIN, 0};
             uint32_t request = 0;
-            UniqueFd none;
-            if (::poll(&p, 1, -1) != 1 || cocoon::relay::receive_msg(answerer.get(), request, none) != 0 ||
+            if (::poll(&p, 1, -1) != 1 || cocoon::relay::receive_msg(answerer.get(), request, {}) != 0 ||
                 !cocoon::relay::send_msg(answerer.get(), request, payload.get()))
                 return;
         }
@@ -287,7 +286,7 @@ Exchange fd_exchanges(int count)
         UniqueFd received;
         pollfd p{asker.get(), POLLIN, 0};
         if (!cocoon::relay::send_msg(asker.get(), request) || ::poll(&p, 1, -1) != 1 ||
-            cocoon::relay::receive_msg(asker.get(), request, received) != 0 || !received)
+            cocoon::relay::receive_msg(asker.get(), request, std::span(&received, 1)) != 0 || !received)
             break;
     }
     const double seconds = seconds_since(start);

@@ -1,0 +1,130 @@
+// Test-only misbehaviour of the confined relay worker (relay/worker_test_hook.h): compiled only with
+// -DCOCOON_TEST_HOOKS=ON, never in a shipped build. Runs in the worker, after its seccomp allowlist.
+#include "relay/worker_test_hook.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace cocoon::relay::test_hook {
+namespace {
+
+void say(const std::string& prefix, const std::string& what, int result)
+{
+    const std::string line = prefix + "cocoon: relay worker: test hook: " + what + ": " +
+                             (result < 0 ? std::strerror(errno) : "done") + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
+// sendmsg of an 8-byte message with `fds` in one SCM_RIGHTS.
+int send_fds(int sock, const std::vector<int>& fds)
+{
+    uint32_t msg[2] = {1, 0};
+    iovec iov{msg, sizeof msg};
+    msghdr hdr{};
+    hdr.msg_iov = &iov;
+    hdr.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+    hdr.msg_control = control;
+    hdr.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&hdr);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+    return static_cast<int>(::sendmsg(sock, &hdr, MSG_NOSIGNAL | MSG_DONTWAIT));
+}
+
+// A TCP socket whose close would block: connected to a peer that does not read, its send queue
+// full, and SO_LINGER {1, 100000}. -1 when it could not be made.
+int lingering_socket(uint16_t port, const std::string& prefix)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int small = 4096;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
+        say(prefix, "connect(127.0.0.1:" + std::to_string(port) + ")", -1);
+        return -1;
+    }
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    static char chunk[65536];
+    size_t queued = 0;
+    for (ssize_t n; (n = ::send(fd, chunk, sizeof chunk, MSG_NOSIGNAL)) > 0;)
+        queued += static_cast<size_t>(n);
+    const linger slow{1, 100000};
+    const int set = ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &slow, sizeof slow);
+    say(prefix, "a TCP socket with " + std::to_string(queued) + " bytes queued and SO_LINGER {1, 100000}", set);
+    return fd;
+}
+
+}  // namespace
+
+std::optional<Hook> from_env(pid_t monitor)
+{
+    const char* text = std::getenv(kEnv);
+    if (!text)
+        return std::nullopt;
+    Hook hook;
+    hook.monitor = monitor;
+    const std::string spec = text;
+    const size_t colon = spec.find(':');
+    hook.mode = spec.substr(0, colon);
+    if (colon != std::string::npos) {
+        char* end = nullptr;
+        hook.delay_ms = static_cast<int>(std::strtol(spec.c_str() + colon + 1, &end, 10));
+        if (end && *end == ':')
+            hook.arg = std::strtol(end + 1, nullptr, 10);
+    }
+    return hook;
+}
+
+void misbehave(const Hook& hook, int control, int answers, int requests, const std::string& prefix)
+{
+    if (hook.mode == "two-fds") {
+        const std::vector<int> two = {STDIN_FILENO, STDOUT_FILENO};
+        say(prefix, "sendmsg(control, two fds)", send_fds(control, two));
+        say(prefix, "sendmsg(answers, two fds)", send_fds(answers, two));
+        const char wrong[3] = {1, 2, 3};
+        say(prefix, "a 3-byte request", static_cast<int>(::write(requests, wrong, sizeof wrong)));
+    } else if (hook.mode == "bad-kind") {
+        const uint32_t request[2] = {0xdeadbeef, 0};
+        say(prefix, "a request of kind 0xdeadbeef", static_cast<int>(::write(requests, request, sizeof request)));
+    } else if (hook.mode == "linger") {
+        const int fd = lingering_socket(static_cast<uint16_t>(hook.arg), prefix);
+        if (fd >= 0) {
+            say(prefix, "sendmsg(control, the lingering socket)", send_fds(control, {fd}));
+            say(prefix, "sendmsg(answers, the lingering socket)", send_fds(answers, {fd}));
+        }
+        // Kept open: the worker's own end closes it without lingering (an exiting process does not).
+    } else if (hook.mode == "stop") {
+        // tgkill first: the allowlist keeps it (for abort). kill(2) is outside it: the first call
+        // ends the worker (SIGSYS).
+        const pid_t other = static_cast<pid_t>(hook.arg);
+        say(prefix, "tgkill(monitor " + std::to_string(hook.monitor) + ", SIGSTOP)",
+            static_cast<int>(::syscall(SYS_tgkill, hook.monitor, hook.monitor, SIGSTOP)));
+        say(prefix, "tgkill(" + std::to_string(other) + ", SIGSTOP)",
+            static_cast<int>(::syscall(SYS_tgkill, other, other, SIGSTOP)));
+        if (const pid_t parent = ::getppid(); parent != 0)
+            say(prefix, "kill(getppid() " + std::to_string(parent) + ", SIGSTOP)", ::kill(parent, SIGSTOP));
+        say(prefix, "kill(monitor " + std::to_string(hook.monitor) + ", SIGSTOP)", ::kill(hook.monitor, SIGSTOP));
+    } else if (hook.mode == "kill-all") {
+        say(prefix, "kill(-1, SIGKILL)", ::kill(-1, SIGKILL));
+    } else {
+        say(prefix, "unknown mode " + hook.mode, -1);
+    }
+}
+
+}  // namespace cocoon::relay::test_hook

@@ -1,0 +1,37 @@
+// Test-only: a relay worker that misbehaves once confined, as one taken over by a parsing bug
+// would (tests/e2e/hostile_worker_test.cc). Compiled only with -DCOCOON_TEST_HOOKS=ON, which no
+// shipped build sets; runs in the confined worker.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+namespace cocoon::relay::test_hook {
+
+// The environment variable that arms the hook: "MODE:DELAY_MS[:PID]".
+//   two-fds      sendmsg two fds on each socket to the monitor, then a request of a wrong size
+//   bad-kind     a request of the right size and an unknown kind
+//   linger:PORT  a TCP socket connected to 127.0.0.1:PORT, its send queue full and SO_LINGER
+//                {1, 100000}, sent with SCM_RIGHTS on each socket to the monitor
+//   stop:PID     SIGSTOP by kill(2) and tgkill(2) to the monitor (its pid as cocoon knew it before
+//                the clone), to getppid() when not 0, and to PID
+//   kill-all     kill(-1, SIGKILL)
+inline constexpr const char* kEnv = "COCOON_TEST_WORKER_HOOK";
+
+struct Hook {
+    std::string mode;
+    int delay_ms = 0;
+    long arg = 0;
+    pid_t monitor = 0;
+};
+
+// Read before the worker confines itself (getenv reads memory: no system call).
+std::optional<Hook> from_env(pid_t monitor);
+
+// Does what the mode says, writing one line per attempt to stderr ("cocoon: relay worker: test
+// hook: ..."). The worker's fds: its control socket, its answer socket, its request pipe.
+void misbehave(const Hook& hook, int control, int answers, int requests, const std::string& prefix);
+
+}  // namespace cocoon::relay::test_hook
