@@ -86,8 +86,9 @@ cocoon cannot listen on every port (a listener each) nor steer them all to one
 its own DNS server, reaches nothing; the sandbox cannot listen on those ports
 itself; UDP other than DNS (QUIC) goes nowhere.
 .SH EGRESS LOG
-\fB\-\-egress\-log\fR writes one JSON line per \fB\-\-egress\fR connection,
-when its outcome is known: a refusal at once, a relayed connection when it
+\fB\-\-egress\-log\fR writes one JSON line per \fB\-\-egress\fR connection
+that reaches cocoon (not a transparent one on a port no rule allows: see
+TRANSPARENT EGRESS), when its outcome is known: a refusal at once, a relayed connection when it
 ends. Its \fBtime\fR is when the line was written, so the lines are in the
 order of \fBtime\fR (unless the host's clock is set back); \fBtime\fR less
 \fBduration\-ms\fR is when the connection was accepted. Its \fBresult\fR is
