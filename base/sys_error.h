@@ -43,12 +43,6 @@ private:
     std::string m_detail;
 };
 
-// No command after the options: bwrap prints its usage to stderr and exits 1.
-class NoCommandError : public UsageError {
-public:
-    NoCommandError() : UsageError("No command specified (see --help)") {}
-};
-
 // Throws SysError(errno, context) when result is negative, else returns it.
 inline long check(long result, const std::string& context)
 {

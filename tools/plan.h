@@ -1,18 +1,26 @@
-// Options + host facts -> the launch plan. Pure; runs in the monitor.
+// Options + host facts -> the launch plan. Pure; runs in cocoon's process before the clone.
 #pragma once
 
+#include "base/sys_error.h"
 #include "ns/plan.h"
 #include "tools/options.h"
 
 namespace cocoon::tools {
 
+// No command after the options: invoked as bwrap, cocoon then prints bwrap's usage to stderr
+// and exits 1, as bwrap does (tools/entry.cc); as cocoon, this one line.
+class NoCommandError : public UsageError {
+public:
+    NoCommandError() : UsageError("No command specified (see --help)") {}
+};
+
 // Applies bwrap's rules (implicit user namespace for an unprivileged caller,
 // --uid needs a user namespace, --hostname needs a UTS namespace, ...).
-// Throws UsageError with a one-line message.
+// Throws UsageError with a one-line message (NoCommandError without a command).
 ns::LaunchPlan make_launch_plan(const Options& options, const HostFacts& host);
 
 // bwrap's check of a seccomp program as it reads it: a whole number of 8-byte
-// instructions. Throws UsageError in bwrap's words, then the option.
+// instructions. Throws UsageError in bwrap's words, the option its detail().
 void check_whole_instructions(const SeccompInput& input);
 
 // A seccomp program's bytes as sock_filter instructions; throws UsageError
