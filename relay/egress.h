@@ -27,7 +27,7 @@
 #include "relay/egress_log.h"
 #include "relay/egress_policy.h"
 #include "relay/proxy_request.h"
-#include "relay/rate_bound.h"
+#include "base/rate_bound.h"
 
 namespace cocoon::relay {
 

@@ -1,6 +1,6 @@
-// relay/rate_bound.h: the token bucket behind --egress's bounds on refusal lines and the
+// base/rate_bound.h: the token bucket behind --egress's bounds on refusal lines and the
 // resolver's questions. Pure: the tests give the time.
-#include "relay/rate_bound.h"
+#include "base/rate_bound.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // A token bucket: at most `burst` events at once, then `per_second` a second. Pure (the caller
-// gives the time), for the relay worker's bounds on what the sandbox makes it do: --egress's
-// refusal lines and the resolver's questions (relay/egress.h).
+// gives the time). Used by the relay worker (--egress's refusal lines, the resolver's questions)
+// and by the monitor (base/wire_rules.h: how often a message kind may come).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 
-namespace cocoon::relay {
+namespace cocoon {
 
 class RateBound {
 public:
@@ -49,4 +49,4 @@ private:
     Clock::time_point m_last{};
 };
 
-}  // namespace cocoon::relay
+}  // namespace cocoon
