@@ -1,6 +1,8 @@
 // A token bucket: at most `burst` events at once, then `per_second` a second. Pure (the caller
 // gives the time). Used by the relay worker (--egress's refusal lines, the resolver's questions)
 // and by the monitor (base/wire_rules.h: how often a message kind may come).
+// Runs in: monitor, worker: the worker bounds refusal lines and questions; the monitor bounds
+//  message rates.
 #pragma once
 
 #include <algorithm>

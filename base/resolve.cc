@@ -1,6 +1,8 @@
 // openat2's path resolution done in userspace (base/resolve.h). Runs in whichever process of
 // cocoon calls sys::try_openat2 where the kernel answers openat2 with ENOSYS: the monitor and the
 // sandbox's setup processes, with the privilege they have there.
+// Runs in: caller, setup: the caller resolves bind sources, login SRC and --relay sockets; set-up
+//  resolves in the new root.
 #include "base/resolve.h"
 
 #include <fcntl.h>

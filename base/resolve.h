@@ -1,6 +1,8 @@
 // openat2's path resolution done in userspace, for where the kernel answers openat2 with ENOSYS
 // (a seccomp policy that cannot read struct open_how, such as cocoon's own around a nested
 // cocoon; a kernel before 5.6). Runs in whichever process calls sys::try_openat2.
+// Runs in: caller, setup: the caller resolves bind sources, login SRC and --relay sockets; set-up
+//  resolves in the new root.
 #pragma once
 
 #include <sys/types.h>

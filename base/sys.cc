@@ -1,4 +1,5 @@
-// Thin system call wrappers. Run in the monitor and in the sandbox's setup processes.
+// Thin system call wrappers.
+// Runs in: caller, monitor, setup, pid1, pid2, worker: thin wrappers every process of cocoon calls.
 #include "base/sys.h"
 
 #include <dirent.h>

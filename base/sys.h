@@ -1,5 +1,6 @@
 // Thin wrappers for the system calls that glibc 2.36 lacks or that several
 // modules share. Each throws SysError naming the call and its argument.
+// Runs in: caller, monitor, setup, pid1, pid2, worker: thin wrappers every process of cocoon calls.
 #pragma once
 
 #include <fcntl.h>

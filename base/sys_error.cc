@@ -1,4 +1,6 @@
 // SysError formatting, and the monitor's warning lines.
+// Runs in: caller, monitor, setup, pid1, pid2, worker: the error types every process of cocoon
+//  throws.
 #include "base/sys_error.h"
 
 #include <unistd.h>

@@ -1,6 +1,8 @@
 // SysError: a failed system call with its errno, what it was working on and the step it failed
 // in. Thrown by the wrappers in base/sys.h in every process of cocoon; the monitor's warnings
 // after set-up are built from it (Warnings).
+// Runs in: caller, monitor, setup, pid1, pid2, worker: the error types every process of cocoon
+//  throws.
 #pragma once
 
 #include <optional>

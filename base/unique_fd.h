@@ -1,4 +1,5 @@
 // UniqueFd: the one owner of a file descriptor. Used by every process of cocoon.
+// Runs in: caller, monitor, setup, pid1, pid2, worker: every process of cocoon owns fds with it.
 #pragma once
 
 #include <unistd.h>

@@ -2,8 +2,9 @@
 // receiver it may come, how often, and how many fds it carries. The receiver asks WireCheck
 // before it acts on a message; anything the table does not allow is fatal for the sender (the
 // receiver decides what "fatal" means: a set-up that fails the start, a worker that is killed).
-// Runs in the monitor, on the setup channel's and the relay worker's messages. Pure: the caller
+// The monitor checks the setup channel's and the relay worker's messages with it. Pure: the caller
 // gives the time; unit-tested.
+// Runs in: monitor.
 #pragma once
 
 #include <cstddef>
@@ -48,7 +49,8 @@ public:
             if (fds != rule.fds)
                 return what + " with " + std::to_string(fds) + " fds (it carries " + std::to_string(rule.fds) + ")";
             if (rule.max_count != 0 && m_counts[i] >= rule.max_count)
-                return what + " past its " + std::to_string(rule.max_count) + (rule.max_count == 1 ? " time" : " times");
+                return what + " past its " + std::to_string(rule.max_count) +
+                       (rule.max_count == 1 ? " time" : " times");
             if (rule.max_count == 0 && !m_rates[i].take(now))
                 return what + " flood, past " + std::to_string(static_cast<unsigned>(rule.per_second)) + " a second";
             ++m_counts[i];

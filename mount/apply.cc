@@ -3,6 +3,7 @@
 // Runs in the sandbox's first process, in its own mount namespace, before any
 // privilege is dropped. Every destination is resolved under the new root with
 // openat2(RESOLVE_IN_ROOT), so no symlink in it can lead outside.
+// Runs in: setup.
 #include "mount/apply.h"
 
 #include <fcntl.h>

@@ -1,5 +1,6 @@
 // Applying the mount plan. Runs in the sandbox's first process (PID 1 with a
 // PID namespace), inside the new mount namespace, with CAP_SYS_ADMIN over it.
+// Runs in: setup.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,6 @@
 // The new root under construction and the mount API calls (new_root.h).
 // Runs in the sandbox's first process, before any privilege is dropped.
+// Runs in: setup.
 #include "mount/new_root.h"
 
 #include <fcntl.h>

@@ -2,6 +2,7 @@
 // destinations resolved in the new root (never outside it), the mount points
 // made there, new superblocks, attaching, attributes, and the bounds of the
 // tmpfs mounts cocoon makes. Internal to mount/ (mount/apply.cc).
+// Runs in: setup.
 #pragma once
 
 #include <linux/openat2.h>

@@ -1,4 +1,5 @@
 // Building the mount plan. Pure: no system calls; unit-tested without privilege.
+// Runs in: caller, setup: the caller plans; set-up reads the plan's names for its messages.
 #include "mount/plan.h"
 
 #include <map>

@@ -1,5 +1,6 @@
 // The mount plan: filesystem operations in command-line order, as typed values.
 // Pure: built in the monitor from the parsed options, applied later by mount/apply.cc.
+// Runs in: caller, setup: the caller plans; set-up reads the plan's names for its messages.
 #pragma once
 
 #include <sys/types.h>

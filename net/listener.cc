@@ -1,5 +1,6 @@
 // Relay and egress listeners on the sandbox's loopback. Runs in the sandbox's
 // first process, inside its network namespace; the fds go to the monitor at once.
+// Runs in: setup.
 #include "net/listener.h"
 
 #include <arpa/inet.h>

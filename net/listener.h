@@ -1,5 +1,6 @@
 // Relay listeners: TCP sockets on 127.0.0.1:PORT and [::1]:PORT, made inside
 // the sandbox's network namespace by its first process (before privileges drop).
+// Runs in: setup.
 #pragma once
 
 #include <cstdint>

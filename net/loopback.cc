@@ -1,6 +1,7 @@
 // Bringing lo up in a new network namespace: the SIOCSIFFLAGS ioctl, with
 // rtnetlink via libnl-route as the fallback. Runs in the sandbox's first
 // process, before privileges drop.
+// Runs in: setup.
 #include "net/loopback.h"
 
 #include <net/if.h>

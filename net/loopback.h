@@ -1,5 +1,6 @@
 // Network namespace setup: bringing lo up. Runs in the sandbox's first process,
 // inside its new network namespace, with CAP_NET_ADMIN over it.
+// Runs in: setup.
 #pragma once
 
 #include <string>

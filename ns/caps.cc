@@ -2,6 +2,8 @@
 // the sandbox's setup processes, which still hold every capability. libcap
 // names the capabilities and knows the kernel's last one; the sets are written
 // with capset and prctl directly (see apply_caps).
+// Runs in: caller, setup, pid1, pid2: the caller decides the sets; set-up, PID 1 and PID 2 drop to
+//  them.
 #include "ns/caps.h"
 
 #include <sys/capability.h>

@@ -1,5 +1,7 @@
 // Capabilities of the command: which set it keeps (pure) and dropping the rest
 // (capset, prctl). Applied in the sandbox's processes just before they exec or serve.
+// Runs in: caller, setup, pid1, pid2: the caller decides the sets; set-up, PID 1 and PID 2 drop to
+//  them.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // The command's process, from the first process's fork (or the first process
 // itself) to the exec: process group, cgroup, working directory, final
 // capabilities, seccomp, fds.
+// Runs in: setup, pid1, pid2: set-up prepares the exec; PID 1 forks PID 2, which switches ids and
+//  execs.
 #include "ns/command.h"
 
 #include <fcntl.h>

@@ -1,4 +1,5 @@
 // Environment editing for the command. Pure.
+// Runs in: caller, setup: the caller plans the environment; set-up sets PWD.
 #include "ns/env.h"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // The command's environment: the caller's, edited by --setenv, --unsetenv and
 // --clearenv in order. Pure; computed in the monitor.
+// Runs in: caller, setup: the caller plans the environment; set-up sets PWD.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,7 @@
 // --host-user: the id maps the monitor writes, and the first process's switch
 // to those ids. ARCHITECTURE.md ("A root caller acting as another user") has
 // the reasoning; SECURITY.md the class it closes.
+// Runs in: monitor, setup: the monitor writes --host-user's id maps; set-up switches to the user.
 #include "ns/host_user.h"
 
 #include <grp.h>

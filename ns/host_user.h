@@ -1,6 +1,7 @@
 // --host-user: a root caller's sandbox acting on the host as another user.
 // map_host_user runs in the monitor (root over the caller's namespace);
 // become_host_user in the sandbox's first process, once its bind sources are open.
+// Runs in: monitor, setup: the monitor writes --host-user's id maps; set-up switches to the user.
 #pragma once
 
 #include <sys/types.h>

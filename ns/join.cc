@@ -1,6 +1,7 @@
 // Joining the caller's namespaces. check_namespace_fd runs in the monitor
 // before any process exists; clone_in_joined_namespaces forks a helper that
 // joins and clones the sandbox's first process, then exits.
+// Runs in: caller, setup: the caller checks --userns/--pidns fds; set-up runs the join helper.
 #include "ns/join.h"
 
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 // Joining namespaces the caller handed over as fds (--userns, --pidns,
 // --userns2). The checks run in the monitor; the joins in short-lived setup
 // processes and in the sandbox's first process.
+// Runs in: caller, setup: the caller checks --userns/--pidns fds; set-up runs the join helper.
 #pragma once
 
 #include <sys/types.h>

@@ -2,6 +2,8 @@
 // caller's planner (tools/plan.h), before the clone, fills a LaunchPlan from the parsed options,
 // tools/entry.cc takes the caller's fds into CallerFds, and launch()
 // (ns/launch.h) runs the two; every process of the launch reads them.
+// Runs in: caller, monitor, setup, pid1, pid2: the caller makes the plan; the monitor and the
+//  sandbox's processes read it.
 #pragma once
 
 #include <linux/filter.h>

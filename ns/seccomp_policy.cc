@@ -1,3 +1,5 @@
+// Loading the sandbox's seccomp policy: the BPF tools/seccomp_gen.cc compiled, or --seccomp FD's.
+// Runs in: pid2.
 #include "ns/seccomp_policy.h"
 
 #include <linux/seccomp.h>

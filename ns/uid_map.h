@@ -1,5 +1,6 @@
 // uid/gid maps of the sandbox's user namespace. Written by the sandbox's first
 // process itself, which holds CAP_SETUID over the namespace it was born in.
+// Runs in: setup, pid2: set-up writes the sandbox's maps; PID 2 writes its nested namespace's.
 #pragma once
 
 #include <fcntl.h>

@@ -9,6 +9,7 @@
 // up. Anything created from N counts against S too, so it fails; and the
 // command's capabilities (if any) are N's, which give no write access to S's
 // limit. ARCHITECTURE.md says why this and not a seccomp filter.
+// Runs in: setup, pid2: set-up and PID 2 (nesting) set user.max_user_namespaces.
 #include "ns/userns_limit.h"
 
 #include <fcntl.h>

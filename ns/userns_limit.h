@@ -1,5 +1,6 @@
 // --disable-userns and --assert-userns-disabled: keeping the command from
 // creating user namespaces. Runs in the sandbox's setup processes.
+// Runs in: setup, pid2: set-up and PID 2 (nesting) set user.max_user_namespaces.
 #pragma once
 
 #include "base/unique_fd.h"

@@ -1,6 +1,7 @@
 // PID 1 of the sandbox, after the command was forked: tini's loop. Signals
 // arrive through a signalfd (no work in handlers); children are reaped until
 // none is left to wait for. Runs unprivileged inside the sandbox's PID namespace.
+// Runs in: setup, pid1: set-up computes PID 1's signal mask; PID 1 reaps.
 #include "reaper/reaper.h"
 
 #include <sys/signalfd.h>

@@ -1,6 +1,7 @@
 // The sandbox's PID 1: reaps every process, forwards signals to the command,
 // and ends with the command. Runs inside the sandbox's PID namespace, with no
 // capabilities.
+// Runs in: setup, pid1: set-up computes PID 1's signal mask; PID 1 reaps.
 #pragma once
 
 #include <signal.h>

@@ -1,4 +1,5 @@
 // Wait status -> exit code. Pure.
+// Runs in: monitor, pid1: PID 1 sends the wait status; the monitor maps it.
 #include "reaper/status.h"
 
 #include <sys/wait.h>

@@ -1,4 +1,5 @@
 // Mapping a wait status to cocoon's exit code. Pure; used by PID 1 and the monitor.
+// Runs in: monitor, pid1: PID 1 sends the wait status; the monitor maps it.
 #pragma once
 
 namespace cocoon::reaper {

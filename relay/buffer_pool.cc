@@ -1,4 +1,5 @@
-// The buffers and pipes the relay moves bytes through. Runs in the confined relay worker.
+// The buffers and pipes the relay moves bytes through.
+// Runs in: worker.
 #include "relay/buffer_pool.h"
 
 #include <fcntl.h>

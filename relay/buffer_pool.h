@@ -1,6 +1,6 @@
 // The buffers and pipes the relay moves bytes through: lent to a direction of a connection only
-// while bytes are in it, kept for reuse while empty, and capped in number. Runs in the confined relay worker
-// (relay/worker.h).
+// while bytes are in it, kept for reuse while empty, and capped in number.
+// Runs in: worker.
 #pragma once
 
 #include <cstddef>

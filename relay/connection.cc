@@ -1,4 +1,4 @@
-// The pumps of one relayed connection. Runs in the confined relay worker.
+// The pumps of one relayed connection.
 // Security: the bytes come from the sandbox and are untrusted; the relay moves them between two
 // sockets and never parses, logs or acts on them.
 //
@@ -6,6 +6,7 @@
 // 256 KiB buffer: the fastest of each, measured (tools/bench/README.md has the figures).
 // splice(2) into a socket whose peer is gone raises SIGPIPE (it has no MSG_NOSIGNAL): the
 // relay's process must ignore it (relay.h).
+// Runs in: worker.
 #include "relay/connection.h"
 
 #include <fcntl.h>

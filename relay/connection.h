@@ -1,5 +1,6 @@
 // One relayed connection: a TCP socket accepted in the sandbox's network namespace, its Unix
-// socket to the host proxy, and the pumps between them. Runs in the confined relay worker (relay/worker.h).
+// socket to the host proxy, and the pumps between them.
+// Runs in: worker.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 // Pinning a --relay's host socket at start. Runs in cocoon's own process before the sandbox
 // exists, with the caller's privilege.
+// Runs in: caller, monitor: the caller pins --relay SOCKET; the monitor connects to it.
 #include "relay/host_socket.h"
 
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 // The host Unix socket of a --relay, pinned at start: opened once as an O_PATH fd and connected
 // through that fd's /proc link for every connection. Made and used by the monitor (outside the
 // sandbox, with the caller's privilege).
+// Runs in: caller, monitor: the caller pins --relay SOCKET; the monitor connects to it.
 #pragma once
 
 #include <sys/socket.h>

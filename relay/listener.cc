@@ -1,6 +1,7 @@
 // The relay's listeners: accepting, connecting each client to its target (at once, or later for a
 // target in another process), the queue of clients waiting for a full backlog, the listeners'
 // pauses and rate-limited reports. The loop that runs them is relay/relay.cc.
+// Runs in: worker.
 #include "relay/listener.h"
 
 #include <arpa/inet.h>

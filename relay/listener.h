@@ -1,5 +1,6 @@
 // What the relay's two files share, private to relay/: relay/relay.cc (the loop, connections,
 // buffers) and relay/listener.cc (the listeners, connecting clients, the waiting queue, reports).
+// Runs in: worker.
 #pragma once
 
 #include <chrono>

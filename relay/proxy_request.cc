@@ -1,6 +1,7 @@
-// --egress's request parser (relay/proxy_request.h). Runs in the confined relay worker.
+// --egress's request parser (relay/proxy_request.h).
 // Security: every byte is the sandbox's. The parser reads only the head it was given (capped at
 // kMaxRequestHead by the caller and here), and a name is checked before anything keeps it.
+// Runs in: worker.
 #include "relay/proxy_request.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // --egress's request parser: the head of an HTTP proxy request, as a client in the sandbox sent
 // it, into what it asks for. Pure: it reads only the bytes it is given (unit-tested in
 // tests/unit/egress_test.cc, fuzzed in tests/fuzz/egress_request_fuzz.cc).
+// Runs in: worker.
 #pragma once
 
 #include <cstddef>

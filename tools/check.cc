@@ -1,6 +1,7 @@
 // cocoon --check: what this host allows a sandbox, one line per feature, each
 // "no" with what to do about it. Every probe runs in a short-lived child, so
 // nothing of it touches cocoon's own process or stays on the host.
+// Runs in: caller.
 #include "tools/check.h"
 
 #include <fcntl.h>

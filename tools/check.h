@@ -1,4 +1,5 @@
 // cocoon --check: one line per feature this host allows or refuses a sandbox.
+// Runs in: caller.
 #pragma once
 
 namespace cocoon::tools {

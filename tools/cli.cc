@@ -1,6 +1,7 @@
 // The command line's machinery: argv split at the command, --args files spliced in where they
 // stand, and Boost.Program_options reading the option table (tools/option_table.cc) into Options
-// in command-line order; then the parsers of option arguments. Pure; runs in the monitor.
+// in command-line order; then the parsers of option arguments. Pure.
+// Runs in: caller.
 #include <boost/program_options.hpp>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // Resolving --host-user USER[:GROUP] against the host's /etc/passwd and
-// /etc/group texts. Pure; runs in the monitor (the planner), unit-tested.
+// /etc/group texts. Pure, unit-tested.
+// Runs in: caller.
 #include "tools/host_user.h"
 
 #include <charconv>

@@ -1,5 +1,6 @@
 // --host-user USER[:GROUP]: the host ids a root caller's sandbox acts as.
 // Resolved from the texts of the host's /etc/passwd and /etc/group; pure.
+// Runs in: caller.
 #pragma once
 
 #include <sys/types.h>

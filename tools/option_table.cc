@@ -1,6 +1,7 @@
 // The option table: each of cocoon's options (bwrap's, then cocoon's own) with its arguments, its
 // --help line and what it does to Options, in bwrap's rules and words. Read by the machinery in
-// tools/cli.cc. Pure; runs in the monitor.
+// tools/cli.cc. Pure.
+// Runs in: caller.
 #include "tools/option_table.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // The option table's vocabulary, shared by the command line's two files: tools/option_table.cc
 // (each option: its name, arguments, help, and what it does to Options) and tools/cli.cc (the
 // machinery that reads argv with the table, and the parsers of option arguments). Pure.
+// Runs in: caller.
 #pragma once
 
 #include <sys/types.h>

@@ -1,5 +1,6 @@
 // The parsed command line: typed values, filesystem and environment edits in
 // command-line order. Made by parse_args (tools/cli.cc); pure data.
+// Runs in: caller.
 #pragma once
 
 #include <sys/types.h>

@@ -1,4 +1,5 @@
 // Building the launch plan from the parsed options. Pure; unit-tested.
+// Runs in: caller.
 #include "tools/plan.h"
 
 #include <linux/capability.h>

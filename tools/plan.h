@@ -1,4 +1,5 @@
-// Options + host facts -> the launch plan. Pure; runs in cocoon's process before the clone.
+// Options + host facts -> the launch plan. Pure.
+// Runs in: caller.
 #pragma once
 
 #include "base/sys_error.h"

@@ -5,6 +5,7 @@
 // microseconds; done at build time, a sandbox only hands the kernel a finished program.
 //
 // usage: cocoon_seccomp_gen > seccomp_default.inc
+// Runs in: build.
 #include <seccomp.h>
 #include <unistd.h>
 

@@ -4,6 +4,7 @@
 //
 // SECURITY.md ("Default seccomp policy") has the table of these rules with their reasons and
 // tests; keep the two in step.
+// Runs in: build.
 #pragma once
 
 #include <fcntl.h>

@@ -1,5 +1,7 @@
 // The sandbox's cgroup: made before the clone, emptied and removed after PID 1
 // is reaped. Every file is reached through the directory fds held here.
+// Runs in: caller, monitor, pid2: the caller makes the cgroup before the clone; PID 2 joins its
+//  leaf.
 #include "ns/monitor/cgroup.h"
 
 #include <dirent.h>

@@ -5,6 +5,8 @@
 // (CLONE_INTO_CGROUP), so every process of the sandbox is in it from its first instruction; limits
 // (--memory-max, --pids-max) are set before that, and the report reads
 // cpu.stat, memory.peak and pids.peak. See ARCHITECTURE.md, "Resource report".
+// Runs in: caller, monitor, setup, pid2: the caller makes the cgroup; set-up closes its fd; PID 2
+//  joins its leaf.
 #pragma once
 
 #include <cstdint>

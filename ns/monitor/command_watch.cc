@@ -1,3 +1,5 @@
+// Watching the command's process: its pidfd, and its state from /proc/PID/stat.
+// Runs in: monitor.
 #include "ns/monitor/command_watch.h"
 
 #include <fcntl.h>

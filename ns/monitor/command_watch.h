@@ -9,6 +9,7 @@
 // period, the monitor takes the command's wait status from /proc (a zombie keeps it) and kills
 // PID 1, which a SIGKILL reaches frozen or not. With nsdelegate the kernel refuses the move and
 // nothing of this runs.
+// Runs in: monitor.
 #pragma once
 
 #include <optional>

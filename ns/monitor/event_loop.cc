@@ -1,3 +1,5 @@
+// The monitor's one poll over its sources.
+// Runs in: monitor.
 #include "ns/monitor/event_loop.h"
 
 #include <poll.h>

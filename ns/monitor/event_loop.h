@@ -1,5 +1,6 @@
 // The monitor's loop: one poll over named event sources, each a small object with one job
 // (ns/monitor/*.h). A source's handler that throws ends the run with an error that names it.
+// Runs in: monitor.
 #pragma once
 
 #include <functional>

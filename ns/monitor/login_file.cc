@@ -3,6 +3,8 @@
 // reads from the sandbox is untrusted and reached only through the directory
 // fd the first process sent, never by a path. seed_login_file runs in the
 // sandbox's first process (ARCHITECTURE.md, "Login files", has the design).
+// Runs in: caller, monitor, setup: the caller opens SRC; set-up seeds DEST; the monitor writes
+//  renewals back.
 #include "ns/monitor/login_file.h"
 
 #include <fcntl.h>

@@ -2,6 +2,8 @@
 // made to the copy saved back to the host. LoginFiles runs in the monitor
 // (cocoon's own process, outside, with the caller's privilege); seed_login_file
 // runs in the sandbox's first process, after pivot_root.
+// Runs in: caller, monitor, setup: the caller opens SRC; set-up seeds DEST; the monitor writes
+//  renewals back.
 #pragma once
 
 #include <sys/types.h>

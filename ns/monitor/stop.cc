@@ -1,3 +1,6 @@
+// The stop path's signals and timers: the signalfd, --kill-after's timer, --die-with-parent.
+// Runs in: caller, monitor: the caller blocks the stop signals before the clone; the monitor acts
+//  on them.
 #include "ns/monitor/stop.h"
 
 #include <sys/signalfd.h>

@@ -2,6 +2,8 @@
 // is an event source of the monitor's loop (ns/monitor/event_loop.h), polled before any other
 // and bounded: a signal is a read and a pidfd_send_signal, the timer one sample and a SIGKILL;
 // one that ends programs also reads --login-file's queued events, the first time (on_stop).
+// Runs in: caller, monitor: the caller blocks the stop signals before the clone; the monitor acts
+//  on them.
 #pragma once
 
 #include <signal.h>

@@ -1,3 +1,6 @@
+// The caller's terminal: saved before the clone, restored after the sandbox.
+// Runs in: caller, monitor: the caller saves the terminal before the clone; the monitor restores
+//  it.
 #include "ns/monitor/terminal.h"
 
 #include <fcntl.h>

@@ -7,6 +7,8 @@
 // (tools/seccomp_rules.h); this puts back what an agent may change. Not the window size: the user
 // resizing the window during the run changes it the same way, and putting the old size back
 // would leave the caller's shell with a wrong one after every such run.
+// Runs in: caller, monitor, setup: the caller saves; set-up forgets the saved state; the monitor
+//  restores.
 #pragma once
 
 #include <termios.h>

@@ -2,6 +2,7 @@
 // children file, and getrusage(RUSAGE_CHILDREN) once PID 1 is reaped. A
 // sample never throws: a process that exits while it is read is only missing
 // from that sample, and accounting must not end a run.
+// Runs in: caller, monitor: the caller starts the sampler's clock; the monitor samples.
 #include "ns/monitor/usage.h"
 
 #include <dirent.h>

@@ -2,6 +2,7 @@
 // of every process of the sandbox, peak memory of the sandbox as a whole, its
 // peak number of tasks and the peak of what its tmpfs mounts hold. This host path samples /proc (no cgroup v2 with
 // memory and pids controllers here); see ARCHITECTURE.md, "Resource report".
+// Runs in: caller, monitor: the caller starts the sampler's clock; the monitor samples.
 #pragma once
 
 #include <sys/types.h>

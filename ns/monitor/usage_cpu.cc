@@ -1,6 +1,7 @@
 // The sampled path's CPU, per process (ns/monitor/usage_cpu.h). Run by the monitor, which reads
 // the sandbox's /proc files with whatever privilege its caller has; a read that fails means the
 // process is gone.
+// Runs in: monitor.
 #include "ns/monitor/usage_cpu.h"
 
 #include <unistd.h>

@@ -2,6 +2,7 @@
 // sandbox has used by /proc/PID/stat, kept per process, so that CPU that no wait ever counts (a
 // child reaped by a parent that ignores SIGCHLD, what dies with a killed PID 1) stays in the
 // report. See ARCHITECTURE.md, "Resource report".
+// Runs in: monitor.
 #pragma once
 
 #include <sys/types.h>

@@ -2,6 +2,7 @@
 // monitor: kcmp needs ptrace-read access to both processes, which its caller has over the
 // sandbox's (its own uid, or root; the owner of the sandbox's user namespace); where it is
 // refused, the process counts as one of its own.
+// Runs in: monitor.
 #include "ns/monitor/usage_vm.h"
 
 #include <linux/kcmp.h>

@@ -1,6 +1,7 @@
 // The sampled path's memory (ns/monitor/usage.h), run by the monitor: one process per address
 // space, since processes that share one (clone(CLONE_VM) without CLONE_THREAD: vfork,
 // posix_spawn until the exec) each show all of its PSS. See ARCHITECTURE.md, "Resource report".
+// Runs in: monitor.
 #pragma once
 
 #include <sys/types.h>

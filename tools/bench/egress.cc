@@ -11,6 +11,7 @@
 //
 // tools/bench/egress runs it against cocoon --egress and against cocoon --relay to tinyproxy
 // (behind a Unix socket), in one run.
+// Runs in: dev.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>

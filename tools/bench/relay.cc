@@ -12,6 +12,7 @@
 // relay as cocoon runs it (a child of its own standing for the monitor, and the confined worker
 // it forks, relay/worker.h: RSS, CPU and fds are the two's; --in-process: relay::Relay alone in
 // the child), socat (exec'd, a process per connection). Every loop is bounded by a count or a deadline.
+// Runs in: dev.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>

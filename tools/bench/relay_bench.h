@@ -2,6 +2,7 @@
 // files offers the others. relay.cc holds the options, main and the report; relay_servers.cc the
 // processes, the stand-in proxy and the relay under test; relay_clients.cc the client measurements and the
 // process statistics. All run as the benchmark's caller, on 127.0.0.1 and Unix sockets only.
+// Runs in: dev.
 #pragma once
 
 #include <sys/types.h>

@@ -2,6 +2,7 @@
 // trips, connection rates, idle connections and the anchor (fd exchanges) from the driver's
 // process, and RSS, CPU and fds of the relay's processes from /proc. Runs as the benchmark's
 // caller; see relay_bench.h.
+// Runs in: dev.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -1,6 +1,7 @@
 // The relay benchmark's servers: the stand-in proxy (an epoll server on a Unix socket and on
 // 127.0.0.1) and the relay under test, each in a process of its own that the driver (relay.cc)
 // forks with spawn() below, as the benchmark's caller; see relay_bench.h.
+// Runs in: dev.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

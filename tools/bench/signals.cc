@@ -5,6 +5,7 @@
 //   signals_bench agent                      the agent: prints "R", then one "S" per SIGUSR1
 //   signals_bench drive N LABEL CMD ARGS...  runs CMD (which must run the agent), signals
 //                                            the CMD process N times, prints the latencies
+// Runs in: dev.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>

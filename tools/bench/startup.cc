@@ -7,6 +7,7 @@
 // without waiting for it).
 //
 // usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... ::: LABEL cmd args...
+// Runs in: dev.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>

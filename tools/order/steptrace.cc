@@ -4,6 +4,7 @@
 // (nm). One mangled name per line on stdout, for lld's --symbol-ordering-file.
 //
 // usage: steptrace EXECUTABLE ARGS...      (made by tools/order/generate; a developer's tool)
+// Runs in: dev.
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
