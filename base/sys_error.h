@@ -34,7 +34,7 @@ private:
 // Setup errors that are not a failed call (bad input, a broken rule): what() is the message alone.
 // Where bwrap has a message for the same mistake, what() is bwrap's text byte for byte (programs
 // match it), and what cocoon adds (the option, the fd, the size) is detail(): said after it only
-// when invoked as cocoon (tools/entry.cc).
+// when invoked as cocoon (tools/cocoon/entry.cc).
 class UsageError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;

@@ -1,5 +1,5 @@
 // The launch sequence, in the monitor: the sandbox's cgroup, login files and
-// terminals made ready, the first process cloned (ns/first_process.cc), its
+// terminals made ready, the first process cloned (ns/setup/first_process.cc), its
 // maps written for --host-user, then the monitor's loop.
 #include "ns/launch.h"
 

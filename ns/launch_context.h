@@ -1,5 +1,5 @@
 // What launch() (ns/launch.cc, in the monitor) hands the sandbox's first process
-// (ns/first_process.cc). Internal to ns/.
+// (ns/setup/first_process.cc). Internal to ns/.
 // Runs in: caller, monitor, setup, pid1, pid2: what the caller hands the first process and its
 //  children.
 #pragma once

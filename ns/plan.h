@@ -1,6 +1,6 @@
 // The launch's vocabulary: what a sandbox is made of, as plain data. The
-// caller's planner (tools/plan.h), before the clone, fills a LaunchPlan from the parsed options,
-// tools/entry.cc takes the caller's fds into CallerFds, and launch()
+// caller's planner (tools/cocoon/plan.h), before the clone, fills a LaunchPlan from the parsed options,
+// tools/cocoon/entry.cc takes the caller's fds into CallerFds, and launch()
 // (ns/launch.h) runs the two; every process of the launch reads them.
 // Runs in: caller, monitor, setup, pid1, pid2: the caller makes the plan; the monitor and the
 //  sandbox's processes read it.
@@ -17,7 +17,7 @@
 
 #include "base/unique_fd.h"
 #include "mount/plan.h"
-#include "ns/caps.h"
+#include "ns/setup/caps.h"
 #include "ns/monitor/cgroup.h"
 #include "ns/monitor/login_file.h"
 #include "relay/host_socket.h"
@@ -42,7 +42,7 @@ struct EgressEndpoint {
 };
 
 // The options for the command's process and the sandbox's life, as parsed
-// (tools/options.h) and as launched: make_launch_plan copies them whole.
+// (tools/cocoon/options.h) and as launched: make_launch_plan copies them whole.
 struct ProcessOptions {
     std::optional<std::string> chdir;  // --chdir; else the caller's cwd, $HOME, then "/"
     std::optional<std::string> hostname;  // --hostname, needs CLONE_NEWUTS
@@ -54,7 +54,7 @@ struct ProcessOptions {
     std::optional<double> kill_after;  // --kill-after SECONDS
     bool disable_userns = false;  // --disable-userns: the command runs in a nested, full user namespace
     bool assert_userns_disabled = false;  // --assert-userns-disabled: fail if the command could make one
-    bool default_seccomp = true;  // the built-in policy (ns/seccomp_policy.h); --no-default-seccomp
+    bool default_seccomp = true;  // the built-in policy (ns/setup/seccomp_policy.h); --no-default-seccomp
     std::vector<std::string> lock_files;  // --lock-file: read-locked by PID 1, paths in the new root
     std::vector<RelayEndpoint> relays;  // --relay, needs CLONE_NEWNET
     std::optional<EgressEndpoint> egress;  // --egress, needs CLONE_NEWNET
@@ -63,7 +63,7 @@ struct ProcessOptions {
 };
 
 // The caller's fds as the options name them (-1: not given). Numbers only:
-// tools/entry.cc takes each over into CallerFds before anything uses it.
+// tools/cocoon/entry.cc takes each over into CallerFds before anything uses it.
 struct FdNumbers {
     int info = -1;  // --info-fd
     int json_status = -1;  // --json-status-fd
@@ -77,7 +77,7 @@ struct FdNumbers {
 };
 
 // One caller fd, owned, and the words that named it ("--block-fd 5") for
-// messages: a copy (see tools/entry.cc) has another number.
+// messages: a copy (see tools/cocoon/entry.cc) has another number.
 struct CallerFd {
     UniqueFd fd;
     std::string name;
@@ -114,7 +114,7 @@ struct SandboxFds {
     std::vector<UniqueFd> inherited;
 };
 
-// Every caller fd cocoon uses, owned from tools/entry.cc on.
+// Every caller fd cocoon uses, owned from tools/cocoon/entry.cc on.
 struct CallerFds {
     MonitorFds monitor;
     SandboxFds sandbox;

@@ -4,7 +4,7 @@
 // --new-session, the controlling terminal through /dev/tty). An interactive agent puts it in raw
 // mode while it runs; a hostile one leaves it without echo, with output stopped, another line
 // discipline or in exclusive mode. The default seccomp policy refuses what no agent needs
-// (tools/seccomp_rules.h); this puts back what an agent may change. Not the window size: the user
+// (ns/setup/seccomp_rules.h); this puts back what an agent may change. Not the window size: the user
 // resizing the window during the run changes it the same way, and putting the old size back
 // would leave the caller's shell with a wrong one after every such run.
 // Runs in: caller, monitor, setup: the caller saves; set-up forgets the saved state; the monitor

@@ -43,7 +43,7 @@ std::vector<std::string> sandbox(const std::vector<std::string>& extra = {})
 
 // Whether int $0x80 (the i386 ABI of a 64-bit process) works on this host, outside any
 // sandbox: a PVM guest answers it with SIGSEGV, and there the policy's i386 rules cannot be
-// reached by any test (they come from the same rules as x86_64's; tools/seccomp_gen.cc).
+// reached by any test (they come from the same rules as x86_64's; ns/setup/seccomp_gen.cc).
 bool i386_abi_works()
 {
     static const bool works = [] {

@@ -1,4 +1,4 @@
-// libFuzzer target: argv -> Options -> LaunchPlan (tools/cli.cc, tools/plan.cc), the path every
+// libFuzzer target: argv -> Options -> LaunchPlan (tools/cocoon/cli.cc, tools/cocoon/plan.cc), the path every
 // command line takes before any process exists. The input is the arguments, NUL-separated. A
 // refusal (UsageError, SysError) is a normal outcome; a crash, a sanitizer report or any other
 // exception is a bug. --args and the seccomp options read fds through a reader that serves the
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/sys_error.h"
-#include "tools/options.h"
-#include "tools/plan.h"
+#include "tools/cocoon/options.h"
+#include "tools/cocoon/plan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {

@@ -1,4 +1,4 @@
-// Unit tests of cocoon_main (tools/entry.cc): exit status, messages and --help.
+// Unit tests of cocoon_main (tools/cocoon/entry.cc): exit status, messages and --help.
 #include <fcntl.h>
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-// Unit tests of the command line (tools/cli.cc, tools/option_table.cc): what parse_args makes of an argv.
+// Unit tests of the command line (tools/cocoon/cli.cc, tools/cocoon/option_table.cc): what parse_args makes of an argv.
 #include <fcntl.h>
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-// Unit tests of plan building (tools/plan.cc): the launch plan make_launch_plan makes of options and host facts.
+// Unit tests of plan building (tools/cocoon/plan.cc): the launch plan make_launch_plan makes of options and host facts.
 #include <fcntl.h>
 #include <sched.h>
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/sys_error.h"
-#include "tools/entry.h"
-#include "tools/options.h"
-#include "tools/plan.h"
+#include "tools/cocoon/entry.h"
+#include "tools/cocoon/options.h"
+#include "tools/cocoon/plan.h"
 
 namespace cocoon::cli_test {
 

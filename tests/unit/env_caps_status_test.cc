@@ -6,7 +6,7 @@
 #include <csignal>
 
 #include "base/sys_error.h"
-#include "ns/caps.h"
+#include "ns/setup/caps.h"
 #include "ns/env.h"
 #include "reaper/status.h"
 

@@ -1,14 +1,14 @@
-// Unit tests of --host-user: resolving USER[:GROUP] (tools/host_user.cc) and the planner's rules
-// for it (tools/plan.cc).
+// Unit tests of --host-user: resolving USER[:GROUP] (tools/cocoon/passwd.cc) and the planner's rules
+// for it (tools/cocoon/plan.cc).
 #include <gtest/gtest.h>
 #include <sched.h>
 
 #include <string>
 
 #include "base/sys_error.h"
-#include "tools/host_user.h"
-#include "tools/options.h"
-#include "tools/plan.h"
+#include "tools/cocoon/passwd.h"
+#include "tools/cocoon/options.h"
+#include "tools/cocoon/plan.h"
 
 using namespace cocoon;
 using tools::HostIds;

@@ -1,5 +1,5 @@
 // The default seccomp policy's compiled program (the build's seccomp_default.inc), run against
-// every rule of tools/seccomp_rules.h on both ABIs it covers, by a small classic-BPF interpreter of
+// every rule of ns/setup/seccomp_rules.h on both ABIs it covers, by a small classic-BPF interpreter of
 // the subset seccomp takes. Runs in the test process, no privilege.
 //
 // An interpreter rather than loading the filter and making the calls: it tries the i386 ABI on
@@ -23,7 +23,7 @@
 #include <span>
 #include <string>
 
-#include "tools/seccomp_rules.h"
+#include "ns/setup/seccomp_rules.h"
 
 namespace cocoon::test {
 namespace {

@@ -1,7 +1,7 @@
 // Resolving --host-user USER[:GROUP] against the host's /etc/passwd and
 // /etc/group texts. Pure, unit-tested.
 // Runs in: caller.
-#include "tools/host_user.h"
+#include "tools/cocoon/passwd.h"
 
 #include <charconv>
 #include <optional>

@@ -4,7 +4,7 @@
 // with capset and prctl directly (see apply_caps).
 // Runs in: caller, setup, pid1, pid2: the caller decides the sets; set-up, PID 1 and PID 2 drop to
 //  them.
-#include "ns/caps.h"
+#include "ns/setup/caps.h"
 
 #include <sys/capability.h>
 #include <sys/prctl.h>

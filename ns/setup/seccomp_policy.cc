@@ -1,6 +1,6 @@
-// Loading the sandbox's seccomp policy: the BPF tools/seccomp_gen.cc compiled, or --seccomp FD's.
+// Loading the sandbox's seccomp policy: the BPF ns/setup/seccomp_gen.cc compiled, or --seccomp FD's.
 // Runs in: pid2.
-#include "ns/seccomp_policy.h"
+#include "ns/setup/seccomp_policy.h"
 
 #include <linux/seccomp.h>
 #include <sys/prctl.h>

@@ -1,6 +1,6 @@
 // Building the launch plan from the parsed options. Pure; unit-tested.
 // Runs in: caller.
-#include "tools/plan.h"
+#include "tools/cocoon/plan.h"
 
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -11,7 +11,7 @@
 
 #include "base/sys_error.h"
 #include "relay/egress.h"
-#include "tools/host_user.h"
+#include "tools/cocoon/passwd.h"
 
 namespace cocoon::tools {
 

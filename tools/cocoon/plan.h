@@ -4,12 +4,12 @@
 
 #include "base/sys_error.h"
 #include "ns/plan.h"
-#include "tools/options.h"
+#include "tools/cocoon/options.h"
 
 namespace cocoon::tools {
 
 // No command after the options: invoked as bwrap, cocoon then prints bwrap's usage to stderr
-// and exits 1, as bwrap does (tools/entry.cc); as cocoon, this one line.
+// and exits 1, as bwrap does (tools/cocoon/entry.cc); as cocoon, this one line.
 class NoCommandError : public UsageError {
 public:
     NoCommandError() : UsageError("No command specified (see --help)") {}

@@ -1,5 +1,5 @@
-// The option table's vocabulary, shared by the command line's two files: tools/option_table.cc
-// (each option: its name, arguments, help, and what it does to Options) and tools/cli.cc (the
+// The option table's vocabulary, shared by the command line's two files: tools/cocoon/option_table.cc
+// (each option: its name, arguments, help, and what it does to Options) and tools/cocoon/cli.cc (the
 // machinery that reads argv with the table, and the parsers of option arguments). Pure.
 // Runs in: caller.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/options.h"
+#include "tools/cocoon/options.h"
 
 namespace cocoon::tools {
 
@@ -27,7 +27,7 @@ struct OptionSpec {
     OptionHandler handle;
 };
 
-// The table (tools/option_table.cc): bwrap's options, then cocoon's own, which --help lists apart.
+// The table (tools/cocoon/option_table.cc): bwrap's options, then cocoon's own, which --help lists apart.
 std::span<const OptionSpec> bwrap_options();
 std::span<const OptionSpec> extension_options();
 
@@ -41,7 +41,7 @@ void check_modifiers(const Options& o, const std::string& name);
 // --size no option came after (it does nothing, as in bwrap).
 void finish_modifiers(Options& o);
 
-// Option arguments, in bwrap's words where bwrap has the option (tools/cli.cc). Each throws
+// Option arguments, in bwrap's words where bwrap has the option (tools/cocoon/cli.cc). Each throws
 // UsageError naming the option and the text.
 unsigned long parse_ugid(const char* what, const std::string& text);
 int parse_fd(const std::string& text);

@@ -3,7 +3,7 @@
 // capabilities, seccomp, fds.
 // Runs in: setup, pid1, pid2: set-up prepares the exec; PID 1 forks PID 2, which switches ids and
 //  execs.
-#include "ns/command.h"
+#include "ns/setup/command.h"
 
 #include <fcntl.h>
 #include <linux/keyctl.h>
@@ -22,8 +22,8 @@
 #include "ns/channel.h"
 #include "ns/env.h"
 #include "ns/monitor/cgroup.h"
-#include "ns/seccomp_policy.h"
-#include "ns/userns_limit.h"
+#include "ns/setup/seccomp_policy.h"
+#include "ns/setup/userns_limit.h"
 
 extern char** environ;
 
@@ -136,7 +136,7 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
     set_no_new_privs();
     // Security: the fds that cross into the sandbox are stdin, stdout and
     // stderr, `keep`, and those the caller left inheritable for the command
-    // (as bwrap passes them: the caller's decision, taken by tools/entry.cc
+    // (as bwrap passes them: the caller's decision, taken by tools/cocoon/entry.cc
     // before cocoon opened anything). Nothing of cocoon's may follow them:
     // the setup channel would let the command forge the monitor's messages,
     // a directory fd of setup's would be a way back into the host's tree. So

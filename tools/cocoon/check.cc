@@ -2,7 +2,7 @@
 // "no" with what to do about it. Every probe runs in a short-lived child, so
 // nothing of it touches cocoon's own process or stays on the host.
 // Runs in: caller.
-#include "tools/check.h"
+#include "tools/cocoon/check.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -1,6 +1,6 @@
 // cocoon's entry point: argv -> Options -> LaunchPlan -> launch. Runs as the
 // monitor, with the caller's privilege.
-#include "tools/entry.h"
+#include "tools/cocoon/entry.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -23,9 +23,9 @@
 #include "ns/launch.h"
 #include "ns/plan.h"
 #include "relay/host_socket.h"
-#include "tools/check.h"
-#include "tools/options.h"
-#include "tools/plan.h"
+#include "tools/cocoon/check.h"
+#include "tools/cocoon/options.h"
+#include "tools/cocoon/plan.h"
 
 extern char** environ;
 
@@ -53,7 +53,7 @@ HostFacts read_host(const Options& o)
         host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
     if (o.unshare_cgroup_try)
         host.has_cgroup_ns = ::access("/proc/self/ns/cgroup", F_OK) == 0;
-    // --host-user names a user of the host's own files (tools/host_user.h);
+    // --host-user names a user of the host's own files (tools/cocoon/passwd.h);
     // a non-root caller is refused by the planner without them.
     if (o.host_user && host.uid == 0) {
         auto read = [](const std::string& path) {

@@ -2,7 +2,7 @@
 // sandbox's first process right after clone, before anything else, and (for
 // --disable-userns) in the command's process for its nested namespace.
 // Runs in: setup, pid2: set-up writes the sandbox's maps; PID 2 writes its nested namespace's.
-#include "ns/uid_map.h"
+#include "ns/setup/uid_map.h"
 
 #include <string>
 

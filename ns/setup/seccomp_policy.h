@@ -1,7 +1,7 @@
 // cocoon's default seccomp policy (on unless --no-default-seccomp): the calls no agent needs and
 // that reach the host or the kernel's riskiest interfaces, refused with EPERM on x86_64 and i386
 // (ENOSYS for openat2 and setxattrat, whose arguments are in memory; ENOSYS for every x32 call).
-// The rules and their reasons: tools/seccomp_rules.h and SECURITY.md.
+// The rules and their reasons: ns/setup/seccomp_rules.h and SECURITY.md.
 // Runs in: pid2.
 #pragma once
 

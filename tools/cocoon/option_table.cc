@@ -1,15 +1,15 @@
 // The option table: each of cocoon's options (bwrap's, then cocoon's own) with its arguments, its
 // --help line and what it does to Options, in bwrap's rules and words. Read by the machinery in
-// tools/cli.cc. Pure.
+// tools/cocoon/cli.cc. Pure.
 // Runs in: caller.
-#include "tools/option_table.h"
+#include "tools/cocoon/option_table.h"
 
 #include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "base/sys_error.h"
-#include "tools/plan.h"
+#include "tools/cocoon/plan.h"
 
 namespace cocoon::tools {
 namespace {

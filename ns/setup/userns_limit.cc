@@ -10,7 +10,7 @@
 // command's capabilities (if any) are N's, which give no write access to S's
 // limit. ARCHITECTURE.md says why this and not a seccomp filter.
 // Runs in: setup, pid2: set-up and PID 2 (nesting) set user.max_user_namespaces.
-#include "ns/userns_limit.h"
+#include "ns/setup/userns_limit.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -20,7 +20,7 @@
 
 #include "base/sys.h"
 #include "base/sys_error.h"
-#include "ns/uid_map.h"
+#include "ns/setup/uid_map.h"
 
 namespace cocoon::ns {
 

@@ -1,5 +1,5 @@
-// cocoon's executable: everything lives in cocoon_main (tools/entry.cc).
-#include "tools/entry.h"
+// cocoon's executable: everything lives in cocoon_main (tools/cocoon/entry.cc).
+#include "tools/cocoon/entry.h"
 
 int main(int argc, char** argv)
 {

@@ -1,5 +1,5 @@
 // The default seccomp policy's rules as data: compiled by the build-time generator
-// (tools/seccomp_gen.cc, libseccomp) into the BPF cocoon loads, and read by the unit test that runs
+// (ns/setup/seccomp_gen.cc, libseccomp) into the BPF cocoon loads, and read by the unit test that runs
 // that BPF against every rule (tests/unit/seccomp_policy_test.cc). No process of cocoon runs this.
 //
 // SECURITY.md ("Default seccomp policy") has the table of these rules with their reasons and

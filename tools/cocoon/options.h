@@ -1,5 +1,5 @@
 // The parsed command line: typed values, filesystem and environment edits in
-// command-line order. Made by parse_args (tools/cli.cc); pure data.
+// command-line order. Made by parse_args (tools/cocoon/cli.cc); pure data.
 // Runs in: caller.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mount/plan.h"
-#include "ns/caps.h"
+#include "ns/setup/caps.h"
 #include "ns/env.h"
 #include "ns/plan.h"
 
@@ -43,7 +43,7 @@ struct Options {
     std::optional<gid_t> gid;
     std::optional<std::string> host_user;  // --host-user USER[:GROUP], as given
     ns::ProcessOptions process;  // copied whole into the plan
-    ns::FdNumbers fds;  // taken over by tools/entry.cc
+    ns::FdNumbers fds;  // taken over by tools/cocoon/entry.cc
     std::vector<SeccompInput> seccomp;  // --seccomp (the last one) or every --add-seccomp-fd
     bool level_prefix = false;  // --level-prefix
     bool no_follow_sources = false;  // --no-follow-sources

@@ -1,5 +1,5 @@
 // The command line's machinery: argv split at the command, --args files spliced in where they
-// stand, and Boost.Program_options reading the option table (tools/option_table.cc) into Options
+// stand, and Boost.Program_options reading the option table (tools/cocoon/option_table.cc) into Options
 // in command-line order; then the parsers of option arguments. Pure.
 // Runs in: caller.
 #include <boost/program_options.hpp>
@@ -13,9 +13,9 @@
 
 #include "base/sys.h"
 #include "base/sys_error.h"
-#include "tools/option_table.h"
-#include "tools/options.h"
-#include "tools/plan.h"
+#include "tools/cocoon/option_table.h"
+#include "tools/cocoon/options.h"
+#include "tools/cocoon/plan.h"
 
 namespace po = boost::program_options;
 

@@ -1,6 +1,6 @@
 // The command's process: what it is made of before the fork (ExecImage) and
 // its last steps, from its process group and cgroup to the exec. Internal to
-// ns/, used by the first process (ns/first_process.cc).
+// ns/, used by the first process (ns/setup/first_process.cc).
 // Runs in: setup, pid1, pid2: set-up prepares the exec; PID 1 forks PID 2, which switches ids and
 //  execs.
 #pragma once
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "ns/caps.h"
+#include "ns/setup/caps.h"
 #include "ns/launch_context.h"
 
 namespace cocoon::ns {

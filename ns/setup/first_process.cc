@@ -2,7 +2,7 @@
 // holds every capability over its new namespaces until it drops them before
 // exec: its set-up steps, the command's exec, and PID 1 the reaper.
 #include "ns/launch_context.h"
-#include "ns/command.h"
+#include "ns/setup/command.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,8 +29,8 @@
 #include "ns/channel.h"
 #include "ns/host_user.h"
 #include "ns/join.h"
-#include "ns/uid_map.h"
-#include "ns/userns_limit.h"
+#include "ns/setup/uid_map.h"
+#include "ns/setup/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
 
