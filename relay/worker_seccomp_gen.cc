@@ -37,15 +37,12 @@ const char* const kCalls[] = {
     "readv",
     "writev",
     "close",
-    "fcntl",
     "fstat",
     "newfstatat",
     "statx",
     "lseek",
     "pipe2",
     "splice",
-    "dup",
-    "dup3",
     // c-ares reads its copy of /etc/hosts in the worker's own empty root
     "openat",
     // sockets (socket itself: by family, below)
@@ -146,6 +143,31 @@ int main()
                                       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<unsigned>(family)));
             rc < 0)
             return fail("socket", rc);
+    // fcntl(2), dup(2), dup3(2): anything on every fd but the --egress-log's (kLogFd). Security:
+    // a regular file as the log is the worker's through a description of its own, O_WRONLY |
+    // O_APPEND (relay/worker.h), so that what it writes goes after every line already there; on
+    // that fd the worker may read its flags and set them with O_APPEND kept, and make no copy
+    // (dup, F_DUPFD: a copy's F_SETFL could clear O_APPEND for the description, and then lseek and
+    // write, or splice, would rewrite earlier lines). The worker has no other way to a second
+    // copy: no /proc, no Unix socket to pass one to itself. The fd is compared as the kernel reads
+    // it, 32 bits. Without a log the fd is /dev/null, so the number is never another's.
+    constexpr unsigned kLogFd = 5;
+    if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A0_32(SCMP_CMP_NE, kLogFd));
+        rc < 0)
+        return fail("fcntl", rc);
+    for (unsigned cmd : {F_GETFD, F_SETFD, F_GETFL})
+        if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 2, SCMP_A0_32(SCMP_CMP_EQ, kLogFd),
+                                      SCMP_A1_32(SCMP_CMP_EQ, cmd));
+            rc < 0)
+            return fail("fcntl", rc);
+    if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 3, SCMP_A0_32(SCMP_CMP_EQ, kLogFd),
+                                  SCMP_A1_32(SCMP_CMP_EQ, F_SETFL),
+                                  SCMP_A2_64(SCMP_CMP_MASKED_EQ, static_cast<unsigned>(O_APPEND), O_APPEND));
+        rc < 0)
+        return fail("fcntl", rc);
+    for (int call : {SCMP_SYS(dup), SCMP_SYS(dup3)})
+        if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, call, 1, SCMP_A0_32(SCMP_CMP_NE, kLogFd)); rc < 0)
+            return fail("dup", rc);
     // ioctl(2): FIONREAD and FIONBIO only (c-ares).
     for (unsigned long request : {static_cast<unsigned long>(FIONREAD), static_cast<unsigned long>(FIONBIO)})
         if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,

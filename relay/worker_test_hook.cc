@@ -72,14 +72,12 @@ int lingering_socket(uint16_t port, const std::string& prefix)
 
 }  // namespace
 
-std::optional<Hook> from_env(pid_t monitor)
+std::optional<Hook> parse(const std::string& spec, pid_t monitor)
 {
-    const char* text = std::getenv(kEnv);
-    if (!text)
+    if (spec.empty())
         return std::nullopt;
     Hook hook;
     hook.monitor = monitor;
-    const std::string spec = text;
     const size_t colon = spec.find(':');
     hook.mode = spec.substr(0, colon);
     if (colon != std::string::npos) {
@@ -91,8 +89,9 @@ std::optional<Hook> from_env(pid_t monitor)
     return hook;
 }
 
-void misbehave(const Hook& hook, int control, int answers, int requests, const std::string& prefix)
+void misbehave(const Hook& hook, const Fds& fds, const std::string& prefix)
 {
+    const int control = fds.control, answers = fds.answers, requests = fds.requests;
     if (hook.mode == "two-fds") {
         const std::vector<int> two = {STDIN_FILENO, STDOUT_FILENO};
         say(prefix, "sendmsg(control, two fds)", send_fds(control, two));
@@ -122,6 +121,14 @@ void misbehave(const Hook& hook, int control, int answers, int requests, const s
         say(prefix, "kill(monitor " + std::to_string(hook.monitor) + ", SIGSTOP)", ::kill(hook.monitor, SIGSTOP));
     } else if (hook.mode == "kill-all") {
         say(prefix, "kill(-1, SIGKILL)", ::kill(-1, SIGKILL));
+    } else if (hook.mode == "rewrite-log") {
+        say(prefix, "lseek(log, 0, SEEK_SET)", static_cast<int>(::lseek(fds.log, 0, SEEK_SET)));
+        const std::string line = "REWRITTEN BY THE WORKER\n";
+        say(prefix, "write(log) after the lseek", static_cast<int>(::write(fds.log, line.data(), line.size())));
+    } else if (hook.mode == "rewrite-log-flags") {
+        say(prefix, "fcntl(log, F_SETFL, O_WRONLY)", ::fcntl(fds.log, F_SETFL, O_WRONLY));
+    } else if (hook.mode == "rewrite-log-dup") {
+        say(prefix, "dup(log)", ::dup(fds.log));
     } else {
         say(prefix, "unknown mode " + hook.mode, -1);
     }

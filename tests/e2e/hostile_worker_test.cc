@@ -7,6 +7,7 @@
 // --kill-after still end the run in time.
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 
 #include <cstdlib>
@@ -231,6 +232,38 @@ TEST_F(HostileWorker, KillMinusOneKillsNothingOutside)
 {
     const std::string out = run("kill-all", "is outside its seccomp allowlist");
     EXPECT_FALSE(contains(out, "kill(-1, SIGKILL): done")) << out;
+}
+
+// A regular-file --egress-log is the worker's through a description of cocoon's own, O_APPEND
+// (tools/entry.cc): lseek to 0 and a write put the line at the end; the first line (the --info-fd
+// report, written before the worker's) is intact.
+TEST_F(HostileWorker, ItCannotRewriteTheEgressLogsFirstLine)
+{
+    const std::string out = run("rewrite-log", "write(log) after the lseek");
+    EXPECT_TRUE(contains(out, "test hook: lseek(log, 0, SEEK_SET): done")) << out;
+    EXPECT_TRUE(contains(out, "test hook: write(log) after the lseek: done")) << out;
+    const std::string log = read_file(m_dir / "egress.log");
+    // The report, whole, then the worker's line.
+    EXPECT_EQ(log.rfind("{\n    \"child-pid\": ", 0), 0u) << log;
+    const size_t report_end = log.find("\n}\n");
+    ASSERT_NE(report_end, std::string::npos) << log;
+    EXPECT_EQ(log.find("REWRITTEN BY THE WORKER\n"), report_end + 3) << log;
+}
+
+// Nor can it clear O_APPEND (then lseek and write, or splice, would rewrite it), nor make a copy
+// of the fd whose F_SETFL could: both are outside its allowlist, and end it.
+TEST_F(HostileWorker, ItCannotClearTheEgressLogsAppendFlag)
+{
+    const std::string out = run("rewrite-log-flags", "is outside its seccomp allowlist");
+    EXPECT_TRUE(contains(out, "system call " + std::to_string(SYS_fcntl) + " is outside its seccomp allowlist")) << out;
+    EXPECT_FALSE(contains(out, "F_SETFL, O_WRONLY): done")) << out;
+}
+
+TEST_F(HostileWorker, ItCannotCopyTheEgressLogsFd)
+{
+    const std::string out = run("rewrite-log-dup", "is outside its seccomp allowlist");
+    EXPECT_TRUE(contains(out, "system call " + std::to_string(SYS_dup) + " is outside its seccomp allowlist")) << out;
+    EXPECT_FALSE(contains(out, "dup(log): done")) << out;
 }
 
 }  // namespace

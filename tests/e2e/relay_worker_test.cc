@@ -89,9 +89,11 @@ TEST(RelayWorker, HoldsNoRightAndTheMonitorNoSandboxSocket)
     EXPECT_EQ(nspid.substr(0, nspid.find('\t')), std::to_string(worker)) << status;
     const bool root = ::geteuid() == 0;
     if (root) {
-        // A root caller's worker runs as 65534, which owns nothing.
-        EXPECT_EQ(status_field(status, "Uid"), "65534\t65534\t65534\t65534") << status;
-        EXPECT_EQ(status_field(status, "Gid"), "65534\t65534\t65534\t65534") << status;
+        // A root caller's worker runs as ids of its run's own, which own nothing: 0x70000000 plus
+        // the monitor's pid (relay/worker.cc).
+        const std::string id = std::to_string(0x70000000u + static_cast<uint32_t>(pid));
+        EXPECT_EQ(status_field(status, "Uid"), id + "\t" + id + "\t" + id + "\t" + id) << status;
+        EXPECT_EQ(status_field(status, "Gid"), id + "\t" + id + "\t" + id + "\t" + id) << status;
         // Its root is empty but for the resolver's copies (the worker is not dumpable: only
         // root may look).
         std::set<std::string> names;
