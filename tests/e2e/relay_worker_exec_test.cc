@@ -65,6 +65,14 @@ protected:
         return sandbox;
     }
 
+    // Ends the run as a caller would (SIGTERM): the monitor stops the worker and removes the
+    // sandbox's cgroup, which a SIGKILLed cocoon would leave to the next run.
+    static void end(Sandbox& sandbox)
+    {
+        ::kill(sandbox.pid(), SIGTERM);
+        EXPECT_TRUE(sandbox.wait_status(5000).has_value()) << sandbox.output();
+    }
+
     UniqueFd m_target;
 };
 
@@ -97,6 +105,7 @@ TEST_F(WorkerExec, AFreshImageWithAnEmptyEnvironmentAndOnlyItsFds)
         fds[std::stoi(entry.path().filename().string())] = std::filesystem::read_symlink(entry.path(), link_ec);
     }
     if (!readable || ec) {
+        end(*sandbox);
         ASSERT_FALSE(is_root()) << "root could not read " << proc << "/environ or /fd";
         GTEST_SKIP() << "the worker's /proc/PID/environ and fd are not readable by this user here (not dumpable)";
     }
@@ -126,6 +135,7 @@ TEST_F(WorkerExec, AFreshImageWithAnEmptyEnvironmentAndOnlyItsFds)
     const long flags = std::strtol(info.c_str() + at + 6, nullptr, 8);
     EXPECT_EQ(flags & O_ACCMODE, O_WRONLY) << info;
     EXPECT_EQ(flags & O_APPEND, O_APPEND) << info;
+    end(*sandbox);
 }
 
 // A root caller's worker runs as kWorkerIdBase + the monitor's pid: two runs' workers do not
@@ -152,6 +162,8 @@ TEST_F(WorkerExec, TwoRootRunsWorkersHaveIdsOfTheirOwn)
     EXPECT_EQ(status_field(s2, "Uid"), ids(kWorkerIdBase + static_cast<uint32_t>(two->pid()))) << s2;
     EXPECT_NE(status_field(s1, "Uid"), status_field(s2, "Uid"));
     EXPECT_EQ(status_field(s1, "Groups"), "") << s1;
+    end(*one);
+    end(*two);
 }
 
 // A regular file the caller's uid cannot open for writing (handed down open by someone who
