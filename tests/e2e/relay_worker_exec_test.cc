@@ -48,7 +48,7 @@ protected:
         auto sandbox = std::make_unique<Sandbox>(
             agent({"--unshare-net", "--relay", "3128", m_dir / "proxy.sock", "--egress", "3129", "--egress-allow",
                    "example.test", "--egress-log", std::to_string(kInfoFd)},
-                  ": > ready\nwhile :; do sleep 0.05; done\n"),
+                  ": > ready\nwhile [ ! -e stop ]; do sleep 0.05; done\n"),
             m_dir / out, log);
         worker = -1;
         if (!sandbox->wait_started()) {
@@ -65,12 +65,16 @@ protected:
         return sandbox;
     }
 
-    // Ends the run as a caller would (SIGTERM): the monitor stops the worker and removes the
-    // sandbox's cgroup, which a SIGKILLed cocoon would leave to the next run.
-    static void end(Sandbox& sandbox)
+    // Ends the runs: each agent exits once ./stop exists, and the monitor then stops the worker and
+    // removes the sandbox's cgroup (which a killed cocoon, SIGTERM included, leaves to the next
+    // run).
+    void end(std::initializer_list<Sandbox*> sandboxes)
     {
-        ::kill(sandbox.pid(), SIGTERM);
-        EXPECT_TRUE(sandbox.wait_status(5000).has_value()) << sandbox.output();
+        write_file(m_dir / "stop", "");
+        for (Sandbox* sandbox : sandboxes) {
+            auto status = sandbox->wait_status(5000);
+            EXPECT_TRUE(exited_with(status, 0)) << show(status) << sandbox->output();
+        }
     }
 
     UniqueFd m_target;
@@ -105,7 +109,7 @@ TEST_F(WorkerExec, AFreshImageWithAnEmptyEnvironmentAndOnlyItsFds)
         fds[std::stoi(entry.path().filename().string())] = std::filesystem::read_symlink(entry.path(), link_ec);
     }
     if (!readable || ec) {
-        end(*sandbox);
+        end({sandbox.get()});
         ASSERT_FALSE(is_root()) << "root could not read " << proc << "/environ or /fd";
         GTEST_SKIP() << "the worker's /proc/PID/environ and fd are not readable by this user here (not dumpable)";
     }
@@ -135,7 +139,7 @@ TEST_F(WorkerExec, AFreshImageWithAnEmptyEnvironmentAndOnlyItsFds)
     const long flags = std::strtol(info.c_str() + at + 6, nullptr, 8);
     EXPECT_EQ(flags & O_ACCMODE, O_WRONLY) << info;
     EXPECT_EQ(flags & O_APPEND, O_APPEND) << info;
-    end(*sandbox);
+    end({sandbox.get()});
 }
 
 // A root caller's worker runs as kWorkerIdBase + the monitor's pid: two runs' workers do not
@@ -162,8 +166,7 @@ TEST_F(WorkerExec, TwoRootRunsWorkersHaveIdsOfTheirOwn)
     EXPECT_EQ(status_field(s2, "Uid"), ids(kWorkerIdBase + static_cast<uint32_t>(two->pid()))) << s2;
     EXPECT_NE(status_field(s1, "Uid"), status_field(s2, "Uid"));
     EXPECT_EQ(status_field(s1, "Groups"), "") << s1;
-    end(*one);
-    end(*two);
+    end({one.get(), two.get()});
 }
 
 // A regular file the caller's uid cannot open for writing (handed down open by someone who
