@@ -73,8 +73,9 @@ bool is_worker_mode(const std::vector<std::string>& args);
 
 class Worker {
 public:
-    // Forks the worker. `targets`: each --relay's pinned host socket, in command-line order (the
-    // monitor's to connect). cgroup: a cgroup v2 directory the worker starts in
+    // Starts the worker: a clone that runs cocoon's binary again (above). `targets`: each
+    // --relay's pinned host socket, in command-line order (the monitor's to connect). cgroup: a
+    // cgroup v2 directory the worker starts in
     // (CLONE_INTO_CGROUP: the sandbox's leaf for it, so what the sandbox makes it spend counts
     // against the sandbox's limits), or -1 for the monitor's own. Throws SysError when the worker
     // cannot start; the worker itself exits with status 1 and a message on stderr when it cannot

@@ -1,7 +1,7 @@
 // Issue 22: what reads the sandbox's bytes (the --relay streams, the --egress proxy) holds no
 // right worth taking. The process that owns the relay and egress sockets is the worker
 // (relay/worker.h): no capabilities, no_new_privs, a seccomp filter, an empty root, and for a
-// root caller the uid 65534; the monitor owns none of those sockets.
+// root caller a uid of its run's own; the monitor owns none of those sockets.
 #include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
