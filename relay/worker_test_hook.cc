@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +128,16 @@ void misbehave(const Hook& hook, const Fds& fds, const std::string& prefix)
         say(prefix, "write(log) after the lseek", static_cast<int>(::write(fds.log, line.data(), line.size())));
     } else if (hook.mode == "rewrite-log-flags") {
         say(prefix, "fcntl(log, F_SETFL, O_WRONLY)", ::fcntl(fds.log, F_SETFL, O_WRONLY));
+    } else if (hook.mode == "stderr-flood") {
+        // Non-blocking, as every line of the worker's: what the pipe does not take is lost here.
+        int written = 0;
+        for (int i = 0; i < 5000; ++i) {
+            const std::string line = prefix + "cocoon: relay worker: test hook: flood line " + std::to_string(i) + "\n";
+            written += ::write(STDERR_FILENO, line.data(), line.size()) > 0;
+        }
+        const timespec second{1, 0};
+        ::nanosleep(&second, nullptr);  // the monitor's rate lets the next line through
+        say(prefix, "stderr flood of 5000 lines, " + std::to_string(written) + " into the pipe", 0);
     } else if (hook.mode == "rewrite-log-dup") {
         say(prefix, "dup(log)", ::dup(fds.log));
     } else {

@@ -23,6 +23,7 @@ namespace cocoon::relay::test_hook {
 //   rewrite-log-flags  fcntl(--egress-log, F_SETFL, O_WRONLY) to clear O_APPEND: outside the
 //                allowlist (the worker dies of it)
 //   rewrite-log-dup  dup(--egress-log), whose copy F_SETFL could clear: outside the allowlist
+//   stderr-flood 5000 lines to stderr at once, then a second later one that says so
 inline constexpr const char* kEnv = "COCOON_TEST_WORKER_HOOK";
 
 struct Hook {

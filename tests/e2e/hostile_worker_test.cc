@@ -234,6 +234,23 @@ TEST_F(HostileWorker, KillMinusOneKillsNothingOutside)
     EXPECT_FALSE(contains(out, "kill(-1, SIGKILL): done")) << out;
 }
 
+// A worker that floods its stderr: the monitor forwards a bounded number of whole lines (a burst,
+// then a rate, relay/worker_stderr.h), is not held up (the stop path runs in time: run()), and
+// says once at the end how many it dropped.
+TEST_F(HostileWorker, AStderrFloodIsBoundedAndCounted)
+{
+    const std::string out = run("stderr-flood", "test hook: stderr flood of 5000 lines");
+    size_t forwarded = 0;
+    for (size_t at = 0; (at = out.find("test hook: flood line ", at)) != std::string::npos; ++at)
+        ++forwarded;
+    EXPECT_GT(forwarded, 0u) << out.substr(0, 2000);
+    EXPECT_LE(forwarded, 500u + 50u * 10) << "forwarded past the bound";
+    const std::string dropped = "lines to stderr past the rate cocoon forwards (500, then 50 a second): dropped\n";
+    const size_t said = out.find(dropped);
+    ASSERT_NE(said, std::string::npos) << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+    EXPECT_EQ(out.find(dropped, said + dropped.size()), std::string::npos) << "said more than once";
+}
+
 // A regular-file --egress-log is the worker's through a description of cocoon's own, O_APPEND
 // (tools/entry.cc): lseek to 0 and a write put the line at the end; the first line (the --info-fd
 // report, written before the worker's) is intact.
