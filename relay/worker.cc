@@ -8,7 +8,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/close_range.h>
 #include <sys/capability.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -21,6 +23,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <span>
@@ -36,6 +39,7 @@
 
 #include "relay/worker_test_hook.h"
 #endif
+#include "relay/worker_config.h"
 
 namespace cocoon::relay {
 namespace {
@@ -60,10 +64,18 @@ struct ConnectedMsg {
     int32_t err = 0;
 };
 
-// The fds the worker keeps, at these numbers.
-constexpr int kControlFd = 3, kAnswerFd = 4, kEgressLogFd = 5, kRequestFd = 6;
-// The uid and gid a root caller's worker runs as: the overflow ids, which own nothing.
-constexpr uid_t kUnprivileged = 65534;
+// The fds the exec'd worker starts with, at these numbers (0 and 1 are /dev/null, 2 the pipe the
+// monitor forwards, relay/worker_stderr.h). kEgressLogFd is /dev/null without --egress-log: the
+// number stays taken, as the allowlist singles it out (relay/worker_seccomp_gen.cc). kConfigFd,
+// the options' memfd, is read and closed before the worker confines itself.
+constexpr int kControlFd = 3, kAnswerFd = 4, kEgressLogFd = 5, kRequestFd = 6, kConfigFd = 7;
+static_assert(kEgressLogFd == 5, "relay/worker_seccomp_gen.cc's kLogFd");
+// The worker's argv[1]: how the exec'd image knows it is the worker (is_worker_mode). Security: not
+// an option, and nothing to gain by hand: the image then reads its options from fd 7 and confines
+// itself as they say, with the fds its invoker gave it, as the invoker (cocoon refuses to run
+// setuid or setgid, tools/cocoon/entry.cc), so it holds no right its invoker lacked; a missing or
+// malformed blob is one line on stderr and exit status 1.
+constexpr const char* kWorkerMode = "--internal-relay-worker";
 
 // The worker's end of the request pipe (kRequestFd) and of the answer socket (kAnswerFd), both
 // non-blocking: a request per client goes out and the relay goes on; the answers, in the same
@@ -170,47 +182,30 @@ void write_new_file(const char* path, const std::string& text, const std::string
         fail(prefix, std::string("can't write ") + path + " in its root", errno);
 }
 
-bool maps_unprivileged_uid()
+// Whether the user namespace's uid_map or gid_map (`path`) maps `id`.
+bool maps_id(const char* path, uint32_t id)
 {
-    std::istringstream map(read_small_file("/proc/self/uid_map"));
+    std::istringstream map(read_small_file(path));
     for (uint64_t inside, outside, count; map >> inside >> outside >> count;)
-        if (inside <= kUnprivileged && kUnprivileged - inside < count)
+        if (inside <= id && id - inside < count)
             return true;
     return false;
 }
 
-// The caller's ids, and whether the worker is cloned into a user namespace of its own: a root
-// caller whose user namespace maps 65534 becomes it; any other (a caller that is not root, root
-// of a namespace that maps only itself) gets a user namespace.
-struct Identity {
-    uid_t uid;
-    gid_t gid;
-    bool own_user_namespace;
-    pid_t monitor;  // the monitor's pid, as cocoon knew it before the clone
-};
-
 // Security: the worker gives up every right before it reads a byte of the sandbox's. Its root
 // becomes an empty read-only tmpfs (with a copy of the host's /etc/hosts and /etc/resolv.conf
 // for --egress's resolver), in a mount namespace of its own (in the user namespace it was cloned
-// into, for a caller that is not root); a root caller's worker becomes uid and gid 65534; then no
-// capability, bounding set included, no_new_privs, not dumpable, and killed with the monitor.
-void confine(const Identity& identity, bool egress, const std::string& prefix)
+// into, for a caller that is not root: the child mapped the caller's ids to 0 there before its
+// exec, so the new image has the capabilities to do this); a root caller's worker becomes uid
+// and gid kWorkerIdBase + the monitor's pid; then no capability, bounding set included,
+// no_new_privs, not dumpable, and killed with the monitor.
+void confine(const WorkerConfig& config, const std::string& prefix)
 {
-    const std::string hosts = egress ? read_small_file("/etc/hosts") : "";
-    const std::string resolv = egress ? read_small_file("/etc/resolv.conf") : "";
-    const bool root = !identity.own_user_namespace;
+    const std::string hosts = config.egress ? read_small_file("/etc/hosts") : "";
+    const std::string resolv = config.egress ? read_small_file("/etc/resolv.conf") : "";
+    const bool root = !config.own_user_namespace;
     if (::unshare(CLONE_NEWNS) < 0)
         fail(prefix, "unshare", errno);
-    if (!root) {
-        const std::string uid = std::to_string(identity.uid), gid = std::to_string(identity.gid);
-        try {
-            sys::write_file("/proc/self/setgroups", "deny");
-            sys::write_file("/proc/self/uid_map", uid + " " + uid + " 1");
-            sys::write_file("/proc/self/gid_map", gid + " " + gid + " 1");
-        } catch (const SysError& e) {
-            fail(prefix, "its user namespace", e.code());
-        }
-    }
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
         fail(prefix, "mount(MS_PRIVATE)", errno);
     // /proc is a directory every host has; the tmpfs on it becomes the root.
@@ -219,7 +214,7 @@ void confine(const Identity& identity, bool egress, const std::string& prefix)
         fail(prefix, "mount(tmpfs)", errno);
     if (::chdir("/proc") < 0)
         fail(prefix, "chdir", errno);
-    if (egress) {
+    if (config.egress) {
         if (::mkdir("etc", 0755) < 0)
             fail(prefix, "mkdir(etc)", errno);
         write_new_file("etc/hosts", hosts, prefix);
@@ -235,9 +230,9 @@ void confine(const Identity& identity, bool egress, const std::string& prefix)
     for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
         if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             fail(prefix, "PR_CAPBSET_DROP", errno);
-    if (root && (::setgroups(0, nullptr) < 0 || ::setresgid(kUnprivileged, kUnprivileged, kUnprivileged) < 0 ||
-                 ::setresuid(kUnprivileged, kUnprivileged, kUnprivileged) < 0))
-        fail(prefix, "setresuid(65534)", errno);
+    const uint32_t id = config.worker_id;
+    if (root && (::setgroups(0, nullptr) < 0 || ::setresgid(id, id, id) < 0 || ::setresuid(id, id, id) < 0))
+        fail(prefix, "setresuid(" + std::to_string(id) + ")", errno);
     cap_t none = cap_init();
     if (!none || cap_set_proc(none) < 0)
         fail(prefix, "cap_set_proc", errno);
@@ -287,14 +282,13 @@ void load_allowlist(const std::string& prefix)
         fail(prefix, "seccomp", errno);
 }
 
-[[noreturn]] void worker_main(const Identity& identity, WorkerOptions options)
+[[noreturn]] void worker_main(const WorkerConfig& config, WorkerOptions options)
 {
     const std::string& prefix = options.log_prefix;
-    ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
 #ifdef COCOON_TEST_HOOKS
-    const std::optional<test_hook::Hook> hook = test_hook::from_env(identity.monitor);
+    const std::optional<test_hook::Hook> hook = test_hook::parse(config.test_hook, config.monitor);
 #endif
-    confine(identity, options.egress.has_value(), prefix);
+    confine(config, prefix);
     try {
         if (!prefix.empty())
             options.relay.log = [prefix](const std::string& line) {
@@ -330,7 +324,7 @@ void load_allowlist(const std::string& prefix)
             ::timerfd_settime(hook_timer.get(), 0, &at, nullptr);
             relay.watch(hook_timer.get(), [&] {
                 relay.unwatch(hook_timer.get());
-                test_hook::misbehave(*hook, kControlFd, kAnswerFd, kRequestFd, prefix);
+                test_hook::misbehave(*hook, {kControlFd, kAnswerFd, kRequestFd, kEgressLogFd}, prefix);
             });
         }
 #endif
@@ -382,6 +376,57 @@ void load_allowlist(const std::string& prefix)
 
 }  // namespace
 
+bool is_worker_mode(const std::vector<std::string>& args)
+{
+    return args.size() == 1 && args[0] == kWorkerMode;
+}
+
+// The exec'd image (tools/cocoon/entry.cc): a fresh copy of cocoon's binary, with an empty environment
+// and the fds above. It reads its options (relay/worker_config.h), then confines itself and runs.
+[[noreturn]] void worker_entry()
+{
+    // First of all, as PID 1's re-exec does (ns/first_process.cc): nothing may ptrace this image.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
+    std::string blob;
+    char buf[16384];
+    for (;;) {
+        const ssize_t n = ::read(kConfigFd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail("", "can't read its options (fd " + std::to_string(kConfigFd) + ")", errno);
+        if (n == 0)
+            break;
+        blob.append(buf, static_cast<size_t>(n));
+        if (blob.size() > kMaxWorkerConfig)
+            break;  // the parser refuses it
+    }
+    ::close(kConfigFd);
+    WorkerConfig config;
+    WorkerOptions options;
+    try {
+        config = parse_worker_config(blob);
+        options.relay = config.relay;
+        options.log_prefix = config.log_prefix;
+        options.relay_names = config.relay_names;
+        if (config.egress) {
+            options.egress.emplace();
+            for (const std::string& pattern : config.egress_allow)
+                options.egress->allow.push_back(parse_allow_rule(pattern));
+            options.egress->head_timeout = config.head_timeout;
+            options.egress->max_pending = config.max_pending;
+            if (config.egress_log)
+                options.egress->log.reset(kEgressLogFd);
+        }
+    } catch (const std::exception& e) {
+        const std::string line = "cocoon: relay worker: malformed options: " + std::string(e.what()) + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+        ::_exit(1);
+    }
+    worker_main(config, std::move(options));
+}
+
 Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets, int cgroup)
     : m_targets(std::move(targets))
 {
@@ -391,7 +436,7 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     // Its requests come through a pipe, which carries none; the two sockets carry fds to the
     // worker only: the monitor's ends are shut for reading before the worker exists, so nothing
     // the worker sends on them is ever queued to the monitor (sendmsg fails with EPIPE).
-    int control[2], answers[2], requests[2];
+    int control[2], answers[2], requests[2], err[2];
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control), "socketpair");
     UniqueFd control0(control[0]), control1(control[1]);
     check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, answers), "socketpair");
@@ -400,68 +445,153 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     UniqueFd requests0(requests[0]), requests1(requests[1]);
     check(::shutdown(control0.get(), SHUT_RD), "shutdown(SHUT_RD)");
     check(::shutdown(answers0.get(), SHUT_RD), "shutdown(SHUT_RD)");
+    // Security: no file description of the caller's reaches the worker (one it could seek, make
+    // blocking, or write through as the caller's terminal). Its stderr is a pipe the monitor
+    // forwards (relay/worker_stderr.h), non-blocking at both ends; stdin and stdout /dev/null.
+    check(::pipe2(err, O_CLOEXEC | O_NONBLOCK), "pipe2");
+    UniqueFd err0(err[0]), err1(err[1]);
+    UniqueFd null(sys::check_fd(::open("/dev/null", O_RDWR | O_CLOEXEC), "relay worker: can't open /dev/null"));
     // A pipe or terminal as --egress-log gets a file description of cocoon's own, O_NONBLOCK
     // (the caller's stays as it was), opened here: the worker has no /proc (relay/egress_log.h).
+    // A regular file has one already, O_WRONLY | O_APPEND (tools/cocoon/entry.cc): checked again here.
     if (options.egress && options.egress->log) {
         struct stat st {};
-        if (::fstat(options.egress->log.get(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        check(::fstat(options.egress->log.get(), &st), "--egress-log: fstat");
+        if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
             UniqueFd own(::open(("/proc/self/fd/" + std::to_string(options.egress->log.get())).c_str(),
                                 O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
             if (own)
                 options.egress->log = std::move(own);
+        } else if (S_ISREG(st.st_mode) &&
+                   (::fcntl(options.egress->log.get(), F_GETFL) & (O_APPEND | O_ACCMODE)) != (O_APPEND | O_WRONLY)) {
+            throw SysError(EBADF, "--egress-log: the relay worker would write the file through a description that "
+                                  "is not O_WRONLY | O_APPEND of cocoon's own");
         }
     }
     if (options.egress && options.egress->log)
         m_log.reset(::fcntl(options.egress->log.get(), F_DUPFD_CLOEXEC, 3));  // for the kill's line
     m_log_prefix = options.log_prefix;
-    const Identity identity{::getuid(), ::getgid(), !(::geteuid() == 0 && maps_unprivileged_uid()), ::getpid()};
+    m_stderr_lines = StderrLines(options.log_prefix);
+
+    // The options, for the exec'd image (relay/worker_config.h).
+    WorkerConfig config;
+    config.relay = options.relay;
+    config.relay.log = nullptr;
+    config.log_prefix = options.log_prefix;
+    config.relay_names = options.relay_names;
+    if (options.egress) {
+        config.egress = true;
+        config.egress_allow = options.egress_allow;
+        config.head_timeout = options.egress->head_timeout;
+        config.max_pending = options.egress->max_pending;
+        config.egress_log = static_cast<bool>(options.egress->log);
+    }
+    // A root caller's worker takes ids of its own, where its user namespace maps them (the
+    // initial one maps all); any other caller's (and a root's in a user namespace that maps only a
+    // few ids, as before the ids were the run's own) gets a user namespace of its own.
+    const uid_t caller_uid = ::getuid();
+    const gid_t caller_gid = ::getgid();
+    const uint32_t own_id = kWorkerIdBase + static_cast<uint32_t>(::getpid());
+    config.own_user_namespace =
+        !(::geteuid() == 0 && maps_id("/proc/self/uid_map", own_id) && maps_id("/proc/self/gid_map", own_id));
+    config.worker_id = config.own_user_namespace ? 0 : own_id;
+    config.monitor = ::getpid();
+#ifdef COCOON_TEST_HOOKS
+    // Test-only: the worker's environment is empty, so the monitor reads the hook's variable.
+    if (const char* spec = std::getenv(test_hook::kEnv))
+        config.test_hook = spec;
+#endif
+    const std::string blob = serialize(config);
+    if (blob.size() > kMaxWorkerConfig)
+        throw SysError(E2BIG, "relay worker: its options (--relay, --egress-allow) are over " +
+                                  std::to_string(kMaxWorkerConfig) + " bytes");
+    UniqueFd options_fd(
+        sys::check_fd(static_cast<int>(::syscall(SYS_memfd_create, "cocoon-relay-options", MFD_CLOEXEC)),
+                      "relay worker: memfd_create"));
+    if (!sys::write_all(options_fd.get(), blob) || ::lseek(options_fd.get(), 0, SEEK_SET) != 0)
+        throw SysError(errno, "relay worker: can't write its options");
+    // cocoon's own binary, which the worker runs as a fresh image (sshd's re-exec): its memory is
+    // then none of the monitor's (the caller's environment, what the monitor read). Security and
+    // robustness: /proc/self/exe names the image this process runs whatever became of its path
+    // since (deleted, or replaced by a rename: the link opens the old inode), and execveat runs
+    // that inode through the fd, with no path to resolve in the child. O_PATH: execute permission
+    // is checked at the exec, in the child's user namespace, where the maps written below keep
+    // the file's owner and the caller what they were.
+    UniqueFd exe(
+        sys::check_fd(::open("/proc/self/exe", O_PATH | O_CLOEXEC), "relay worker: can't open /proc/self/exe"));
+
     // Security: the worker is cloned into a PID namespace of its own (owned by its own user
     // namespace, for a caller that is not root): tgkill(2), which its allowlist keeps for abort,
     // names only itself, never the monitor (a stopped monitor enforces no --kill-after,
     // --forward-signals or --die-with-parent) nor any other process of the caller's uid (kill(2)
     // is outside the allowlist). It still dies with the monitor (PR_SET_PDEATHSIG), which reaps it
     // through the pidfd.
-    sys::Cloned child = sys::clone3(CLONE_NEWPID | (identity.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
+    sys::Cloned child = sys::clone3(CLONE_NEWPID | (config.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
     if (child.pid == 0) {
-        // Only what the worker needs crosses: its two sockets and pipe, the --egress-log, stderr.
-        const int log = options.egress && options.egress->log ? options.egress->log.get() : -1;
-        int keep[4] = {::fcntl(control1.get(), F_DUPFD, 16), ::fcntl(answers1.get(), F_DUPFD, 16),
-                       log >= 0 ? ::fcntl(log, F_DUPFD, 16) : -1, ::fcntl(requests1.get(), F_DUPFD, 16)};
-        if (keep[0] < 0 || keep[1] < 0 || (log >= 0 && keep[2] < 0) || keep[3] < 0)
-            fail(options.log_prefix, "fcntl(F_DUPFD)", errno);
-        const int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD, 16);
-        for (int i = 0; i < 4; ++i)
-            if (::dup2(keep[i] >= 0 ? keep[i] : null, kControlFd + i) < 0)
-                fail(options.log_prefix, "dup2", errno);
-        if (null < 0 || ::dup2(null, STDIN_FILENO) < 0 || ::dup2(null, STDOUT_FILENO) < 0)
-            fail(options.log_prefix, "/dev/null", errno);
-        ::close_range(kRequestFd + 1, ~0U, 0);
-        (void)control1.release(), (void)answers1.release(), (void)requests1.release();
-        (void)control0.release(), (void)answers0.release(), (void)requests0.release();
-        (void)m_log.release();
-        if (options.egress && options.egress->log)
-            (void)options.egress->log.release(), options.egress->log.reset(kEgressLogFd);
-        else if (options.egress)
-            (void)options.egress->log.release();
+        const std::string& prefix = options.log_prefix;
+        // Its user namespace's maps, before the exec: the caller's ids become 0 there, so the new
+        // image (root of its namespace: execve keeps its capabilities) can confine itself; a
+        // process the namespace does not map as 0 would lose them at the exec, and a map can be
+        // written only with them.
+        if (config.own_user_namespace) {
+            try {
+                sys::write_file("/proc/self/setgroups", "deny");
+                sys::write_file("/proc/self/uid_map", "0 " + std::to_string(caller_uid) + " 1");
+                sys::write_file("/proc/self/gid_map", "0 " + std::to_string(caller_gid) + " 1");
+            } catch (const SysError& e) {
+                fail(prefix, "its user namespace", e.code());
+            }
+        }
+        // Only what the worker needs crosses, at fixed numbers: /dev/null, its stderr pipe, its
+        // two sockets, the --egress-log (or /dev/null), its request pipe, its options, and the
+        // binary's fd (CLOEXEC: gone at the exec). Each is first copied above them all, so that
+        // no dup2 overwrites one not yet placed.
+        const int log = options.egress && options.egress->log ? options.egress->log.get() : null.get();
+        const int from[] = {null.get(),     null.get(), err1.get(),      control1.get(),
+                            answers1.get(), log,        requests1.get(), options_fd.get()};
+        int high[std::size(from)];
+        for (size_t i = 0; i < std::size(from); ++i)
+            if ((high[i] = ::fcntl(from[i], F_DUPFD_CLOEXEC, 64)) < 0)
+                fail(prefix, "fcntl(F_DUPFD)", errno);
+        const int exe_fd = ::fcntl(exe.get(), F_DUPFD_CLOEXEC, 64);
+        for (size_t i = 0; i < std::size(from); ++i)
+            if (::dup2(high[i], static_cast<int>(i)) < 0)  // dup2: the copy is not CLOEXEC
+                fail(prefix, "dup2", errno);
+        if (exe_fd < 0)
+            fail(prefix, "fcntl(F_DUPFD)", errno);
+        // Every other fd goes at the exec (the copies above and the binary's among them).
+        ::close_range(kConfigFd + 1, ~0U, CLOSE_RANGE_CLOEXEC);
         // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE.
         ::signal(SIGPIPE, SIG_IGN);
         // A terminal's ^C or a SIGTERM to cocoon's process group is the monitor's to act on (it
         // forwards, or ends, and then stops the worker, which writes the egress summary): the
-        // worker blocks them; the monitor's death is its SIGKILL (PR_SET_PDEATHSIG).
+        // worker blocks them; the monitor's death is its SIGKILL (PR_SET_PDEATHSIG). Both the
+        // ignored SIGPIPE and the mask survive the exec, so the new image is never without them.
         sigset_t stops;
         sigemptyset(&stops);
         for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
             sigaddset(&stops, sig);
         ::sigprocmask(SIG_BLOCK, &stops, nullptr);
-        worker_main(identity, std::move(options));
+        char* argv[] = {const_cast<char*>("cocoon-relay"), const_cast<char*>(kWorkerMode), nullptr};
+        char* envp[] = {nullptr};
+        ::syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
+        fail(prefix, "can't run as a fresh image (execveat)", errno);
     }
     m_pid = child.pid;
     m_pidfd = std::move(child.pidfd);
     m_control = std::move(control0);
     m_answers = std::move(answers0);
     m_requests = std::move(requests0);
+    m_stderr = std::move(err0);
     ::fcntl(m_answers.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(m_requests.get(), F_SETFL, O_NONBLOCK);
+}
+
+void Worker::forward_stderr()
+{
+    // At its end the pipe is no longer polled, and closed by stop(), as the worker's other fds.
+    if (m_stderr_open && !m_stderr_lines.forward(m_stderr.get()))
+        m_stderr_open = false;
 }
 
 Worker::~Worker()
@@ -542,14 +672,19 @@ void Worker::stop(const std::string& log_prefix)
         return;
     send_msg(m_control.get(), ControlMsg{ControlMsg::kStop, 0});
     pollfd p{m_pidfd.get(), POLLIN, 0};
-    // While it closes, it may still ask for a connection it accepted: answered (then closed).
-    pollfd both[2] = {p, {m_killed_for.empty() ? m_requests.get() : -1, POLLIN, 0}};
+    // While it closes, it may still ask for a connection it accepted: answered (then closed); what
+    // it writes to stderr is forwarded.
+    pollfd both[3] = {p, {m_killed_for.empty() ? m_requests.get() : -1, POLLIN, 0}, {stderr_fd(), POLLIN, 0}};
     for (int waited = 0; waited < 2000;) {
-        if (::poll(both, 2, 50) > 0) {
+        if (::poll(both, 3, 50) > 0) {
             if (both[0].revents)
                 break;
             if (both[1].revents && !serve())
                 both[1].fd = -1;
+            if (both[2].revents) {
+                forward_stderr();
+                both[2].fd = stderr_fd();
+            }
         }
         waited += 50;
     }
@@ -561,6 +696,13 @@ void Worker::stop(const std::string& log_prefix)
     long reaped;
     while ((reaped = ::syscall(SYS_waitid, P_PIDFD, m_pidfd.get(), &info, WEXITED, &used)) < 0 && errno == EINTR) {}
     m_pidfd.reset();
+    // Its last lines: what the pipe holds (its writer is gone; at most the pipe's size).
+    if (m_stderr_open)
+        m_stderr_lines.forward(m_stderr.get(), size_t{1} << 20);
+    m_stderr_open = false;
+    m_stderr.reset();
+    const std::string last = m_stderr_lines.finish(RateBound::Clock::now());
+    (void)!::write(STDERR_FILENO, last.data(), last.size());
     auto us = [](const timeval& t) {
         return static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_usec);
     };

@@ -1,8 +1,18 @@
 // The confined relay worker: the process that reads what the sandbox sends (the --relay
-// streams, the --egress proxy's requests, the names it resolves) holds no right worth taking.
-// The monitor forks it before any such byte arrives; it confines itself (an empty read-only root
-// of its own, no capabilities, no_new_privs, a seccomp allowlist, and for a root caller the uid
-// and gid 65534) and then runs the relay and egress engines. What needs the caller's rights stays
+// streams, the --egress proxy's requests, the names it resolves) holds no right worth taking, and
+// nothing of the monitor's either.
+// The monitor clones it before any such byte arrives, and the child runs cocoon's own binary
+// again as a fresh image (sshd's re-exec: execveat of /proc/self/exe, argv[1] an internal marker,
+// tools/cocoon/entry.cc), with an empty environment and only its fds at fixed numbers: /dev/null as
+// stdin and stdout, a pipe as stderr (the monitor forwards it, bounded: relay/worker_stderr.h),
+// the control and answer sockets, the --egress-log (a description of cocoon's own: O_APPEND for a
+// regular file, tools/cocoon/entry.cc; O_NONBLOCK for a pipe or terminal) or /dev/null, the request pipe,
+// and a memfd with its options (relay/worker_config.h), read and closed first. So no copy of the
+// monitor's memory (the caller's environment, which --clearenv keeps from the sandbox; what the
+// monitor read) and no file description of the caller's is the worker's to take. It then confines
+// itself (an empty read-only root of its own, no capabilities, no_new_privs, a seccomp allowlist,
+// and for a root caller a uid and gid of its run's own, 0x70000000 + the monitor's pid) and runs
+// the relay and egress engines. What needs the caller's rights stays
 // in the monitor, which it asks in small fixed-size messages:
 //
 //   monitor -> worker (control):  Listener {kind, index} + the listener's fd (SCM_RIGHTS): a
@@ -36,6 +46,7 @@
 #include "base/unique_fd.h"
 #include "relay/egress.h"
 #include "relay/relay.h"
+#include "relay/worker_stderr.h"
 
 namespace cocoon::relay {
 
@@ -49,13 +60,22 @@ struct WorkerOptions {
     RelayOptions relay;  // log: the worker writes "PREFIX" + line to its stderr
     std::string log_prefix;  // --level-prefix's, for the relay's lines
     std::vector<std::string> relay_names;  // each --relay's socket path, for messages
-    std::optional<EgressOptions> egress;  // --egress
+    // --egress: head_timeout, max_pending and the log; the rules cross as egress_allow's text
+    // (relay/worker_config.h), and the worker parses them again.
+    std::optional<EgressOptions> egress;
+    std::vector<std::string> egress_allow;  // each --egress-allow PATTERN
 };
+
+// The exec'd worker's entry (tools/cocoon/entry.cc, as ns::is_pid1_mode): whether argv (without argv[0])
+// is the worker's internal marker, and the worker itself, which never returns.
+bool is_worker_mode(const std::vector<std::string>& args);
+[[noreturn]] void worker_entry();
 
 class Worker {
 public:
-    // Forks the worker. `targets`: each --relay's pinned host socket, in command-line order (the
-    // monitor's to connect). cgroup: a cgroup v2 directory the worker starts in
+    // Starts the worker: a clone that runs cocoon's binary again (above). `targets`: each
+    // --relay's pinned host socket, in command-line order (the monitor's to connect). cgroup: a
+    // cgroup v2 directory the worker starts in
     // (CLONE_INTO_CGROUP: the sandbox's leaf for it, so what the sandbox makes it spend counts
     // against the sandbox's limits), or -1 for the monitor's own. Throws SysError when the worker
     // cannot start; the worker itself exits with status 1 and a message on stderr when it cannot
@@ -66,6 +86,10 @@ public:
     Worker& operator=(const Worker&) = delete;
 
     pid_t pid() const { return m_pid; }
+    // The worker's stderr (relay/worker_stderr.h): readable when it wrote, or ended; -1 once at
+    // its end. forward_stderr() forwards what it holds, bounded, and never waits.
+    int stderr_fd() const { return m_stderr_open ? m_stderr.get() : -1; }
+    void forward_stderr();
     // Readable when the worker asks for a connection (serve()), or hung up (it ended).
     int fd() const { return m_requests.get(); }
     // Answers the worker's waiting requests. False once the worker is gone, or was killed for a
@@ -85,6 +109,9 @@ private:
     std::optional<uint64_t> m_cpu_us;
     UniqueFd m_pidfd, m_control, m_answers, m_requests;
     UniqueFd m_log;  // a copy of --egress-log's fd, for the line that says the worker was killed
+    UniqueFd m_stderr;  // the read end of the worker's stderr
+    bool m_stderr_open = true;  // not yet at its end
+    StderrLines m_stderr_lines{""};
     std::string m_log_prefix;
     std::string m_killed_for;  // the malformed request the worker was killed for, if it was
     std::vector<std::shared_ptr<const HostSocket>> m_targets;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -37,15 +38,12 @@ const char* const kCalls[] = {
     "readv",
     "writev",
     "close",
-    "fcntl",
     "fstat",
     "newfstatat",
     "statx",
     "lseek",
     "pipe2",
     "splice",
-    "dup",
-    "dup3",
     // c-ares reads its copy of /etc/hosts in the worker's own empty root
     "openat",
     // sockets (socket itself: by family, below)
@@ -146,6 +144,40 @@ int main()
                                       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<unsigned>(family)));
             rc < 0)
             return fail("socket", rc);
+    // fcntl(2), dup(2), dup3(2): anything on every fd but the --egress-log's (kLogFd). Security:
+    // a regular file as the log is the worker's through a description of its own, O_WRONLY |
+    // O_APPEND (relay/worker.h), so that what it writes goes after every line already there; on
+    // that fd the worker may read its flags and set them with O_APPEND kept, and make no copy
+    // (dup, F_DUPFD: a copy's F_SETFL could clear O_APPEND for the description, and then lseek and
+    // write, or splice, would rewrite earlier lines). The worker has no other way to a second
+    // copy: no /proc, no Unix socket to pass one to itself. Without a log the fd is /dev/null, so
+    // the number is never another's.
+    // The fd and the command are compared as the kernel reads them, 32 bits (libseccomp's
+    // SCMP_A0_32 only narrows the constant: 5 | 1 << 32 passed a "!= 5" and reached fd 5,
+    // WorkerAllowlist.*). "Its low 32 bits are not kLogFd" is one rule per bit where they can
+    // differ (libseccomp takes one comparison per argument, and has no masked "!=").
+    constexpr uint32_t kLogFd = 5;
+    constexpr uint64_t kLow32 = 0xffffffff;
+    for (int call : {SCMP_SYS(fcntl), SCMP_SYS(dup), SCMP_SYS(dup3)})
+        for (int bit = 0; bit < 32; ++bit) {
+            const uint64_t mask = uint64_t{1} << bit;
+            if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, call, 1,
+                                          SCMP_A0(SCMP_CMP_MASKED_EQ, mask, ~uint64_t{kLogFd} & mask));
+                rc < 0)
+                return fail("fcntl, dup, dup3", rc);
+        }
+    for (unsigned cmd : {F_GETFD, F_SETFD, F_GETFL})
+        if (int rc =
+                seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 2,
+                                 SCMP_A0(SCMP_CMP_MASKED_EQ, kLow32, kLogFd), SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, cmd));
+            rc < 0)
+            return fail("fcntl", rc);
+    if (int rc =
+            seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 3, SCMP_A0(SCMP_CMP_MASKED_EQ, kLow32, kLogFd),
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, static_cast<unsigned>(F_SETFL)),
+                             SCMP_A2(SCMP_CMP_MASKED_EQ, static_cast<unsigned>(O_APPEND), O_APPEND));
+        rc < 0)
+        return fail("fcntl", rc);
     // ioctl(2): FIONREAD and FIONBIO only (c-ares).
     for (unsigned long request : {static_cast<unsigned long>(FIONREAD), static_cast<unsigned long>(FIONBIO)})
         if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -72,14 +73,12 @@ int lingering_socket(uint16_t port, const std::string& prefix)
 
 }  // namespace
 
-std::optional<Hook> from_env(pid_t monitor)
+std::optional<Hook> parse(const std::string& spec, pid_t monitor)
 {
-    const char* text = std::getenv(kEnv);
-    if (!text)
+    if (spec.empty())
         return std::nullopt;
     Hook hook;
     hook.monitor = monitor;
-    const std::string spec = text;
     const size_t colon = spec.find(':');
     hook.mode = spec.substr(0, colon);
     if (colon != std::string::npos) {
@@ -91,8 +90,9 @@ std::optional<Hook> from_env(pid_t monitor)
     return hook;
 }
 
-void misbehave(const Hook& hook, int control, int answers, int requests, const std::string& prefix)
+void misbehave(const Hook& hook, const Fds& fds, const std::string& prefix)
 {
+    const int control = fds.control, answers = fds.answers, requests = fds.requests;
     if (hook.mode == "two-fds") {
         const std::vector<int> two = {STDIN_FILENO, STDOUT_FILENO};
         say(prefix, "sendmsg(control, two fds)", send_fds(control, two));
@@ -122,6 +122,24 @@ void misbehave(const Hook& hook, int control, int answers, int requests, const s
         say(prefix, "kill(monitor " + std::to_string(hook.monitor) + ", SIGSTOP)", ::kill(hook.monitor, SIGSTOP));
     } else if (hook.mode == "kill-all") {
         say(prefix, "kill(-1, SIGKILL)", ::kill(-1, SIGKILL));
+    } else if (hook.mode == "rewrite-log") {
+        say(prefix, "lseek(log, 0, SEEK_SET)", static_cast<int>(::lseek(fds.log, 0, SEEK_SET)));
+        const std::string line = "REWRITTEN BY THE WORKER\n";
+        say(prefix, "write(log) after the lseek", static_cast<int>(::write(fds.log, line.data(), line.size())));
+    } else if (hook.mode == "rewrite-log-flags") {
+        say(prefix, "fcntl(log, F_SETFL, O_WRONLY)", ::fcntl(fds.log, F_SETFL, O_WRONLY));
+    } else if (hook.mode == "stderr-flood") {
+        // Non-blocking, as every line of the worker's: what the pipe does not take is lost here.
+        int written = 0;
+        for (int i = 0; i < 5000; ++i) {
+            const std::string line = prefix + "cocoon: relay worker: test hook: flood line " + std::to_string(i) + "\n";
+            written += ::write(STDERR_FILENO, line.data(), line.size()) > 0;
+        }
+        const timespec second{1, 0};
+        ::nanosleep(&second, nullptr);  // the monitor's rate lets the next line through
+        say(prefix, "stderr flood of 5000 lines, " + std::to_string(written) + " into the pipe", 0);
+    } else if (hook.mode == "rewrite-log-dup") {
+        say(prefix, "dup(log)", ::dup(fds.log));
     } else {
         say(prefix, "unknown mode " + hook.mode, -1);
     }

@@ -10,7 +10,8 @@
 
 namespace cocoon::relay::test_hook {
 
-// The environment variable that arms the hook: "MODE:DELAY_MS[:PID]".
+// The environment variable that arms the hook: "MODE:DELAY_MS[:PID]". The monitor reads it and
+// passes it in the worker's options (relay/worker_config.h): the worker's environment is empty.
 //   two-fds      sendmsg two fds on each socket to the monitor, then a request of a wrong size
 //   bad-kind     a request of the right size and an unknown kind
 //   linger:PORT  a TCP socket connected to 127.0.0.1:PORT, its send queue full and SO_LINGER
@@ -18,6 +19,11 @@ namespace cocoon::relay::test_hook {
 //   stop:PID     SIGSTOP by kill(2) and tgkill(2) to the monitor (its pid as cocoon knew it before
 //                the clone), to getppid() when not 0, and to PID
 //   kill-all     kill(-1, SIGKILL)
+//   rewrite-log  lseek(--egress-log, 0, SEEK_SET) and a write: O_APPEND puts it at the end
+//   rewrite-log-flags  fcntl(--egress-log, F_SETFL, O_WRONLY) to clear O_APPEND: outside the
+//                allowlist (the worker dies of it)
+//   rewrite-log-dup  dup(--egress-log), whose copy F_SETFL could clear: outside the allowlist
+//   stderr-flood 5000 lines to stderr at once, then a second later one that says so
 inline constexpr const char* kEnv = "COCOON_TEST_WORKER_HOOK";
 
 struct Hook {
@@ -27,11 +33,16 @@ struct Hook {
     pid_t monitor = 0;
 };
 
-// Read before the worker confines itself (getenv reads memory: no system call).
-std::optional<Hook> from_env(pid_t monitor);
+// The spec as the worker's options carry it; nullopt when empty.
+std::optional<Hook> parse(const std::string& spec, pid_t monitor);
+
+// The worker's fds: its control socket, its answer socket, its request pipe, its --egress-log.
+struct Fds {
+    int control, answers, requests, log;
+};
 
 // Does what the mode says, writing one line per attempt to stderr ("cocoon: relay worker: test
-// hook: ..."). The worker's fds: its control socket, its answer socket, its request pipe.
-void misbehave(const Hook& hook, int control, int answers, int requests, const std::string& prefix);
+// hook: ...").
+void misbehave(const Hook& hook, const Fds& fds, const std::string& prefix);
 
 }  // namespace cocoon::relay::test_hook

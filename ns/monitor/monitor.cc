@@ -86,8 +86,7 @@ void start_worker(const LaunchPlan& plan, MonitorFds& reports, const SandboxCgro
     // --egress: the proxy's handshakes; the relay engine moves the bytes after.
     if (process.egress) {
         options.egress.emplace();
-        for (const std::string& pattern : process.egress->allow)
-            options.egress->allow.push_back(relay::parse_allow_rule(pattern));
+        options.egress_allow = process.egress->allow;  // the worker parses them (relay/worker_config.h)
         options.egress->log = std::move(reports.egress_log);
     }
     worker.emplace(std::move(options), reports.relay_sockets, cgroup.worker_fd());
@@ -241,6 +240,9 @@ int monitor(Supervised s)
              if (!state.worker->serve())
                  state.worker_gone = true;  // it ended: stop() says how
          }},
+        // What the worker writes to stderr, bounded and never waited for (relay/worker_stderr.h).
+        {"relay worker's stderr", [&] { return state.worker ? state.worker->stderr_fd() : -1; },
+         [&](short) { state.worker->forward_stderr(); }},
         {"usage sampler", [&] { return sampler.get(); },
          [&](short) {
              uint64_t ticks;

@@ -7,6 +7,7 @@
 // --kill-after still end the run in time.
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 
 #include <cstdlib>
@@ -231,6 +232,55 @@ TEST_F(HostileWorker, KillMinusOneKillsNothingOutside)
 {
     const std::string out = run("kill-all", "is outside its seccomp allowlist");
     EXPECT_FALSE(contains(out, "kill(-1, SIGKILL): done")) << out;
+}
+
+// A worker that floods its stderr: the monitor forwards a bounded number of whole lines (a burst,
+// then a rate, relay/worker_stderr.h), is not held up (the stop path runs in time: run()), and
+// says once at the end how many it dropped.
+TEST_F(HostileWorker, AStderrFloodIsBoundedAndCounted)
+{
+    const std::string out = run("stderr-flood", "test hook: stderr flood of 5000 lines");
+    size_t forwarded = 0;
+    for (size_t at = 0; (at = out.find("test hook: flood line ", at)) != std::string::npos; ++at)
+        ++forwarded;
+    EXPECT_GT(forwarded, 0u) << out.substr(0, 2000);
+    EXPECT_LE(forwarded, 500u + 50u * 10) << "forwarded past the bound";
+    const std::string dropped = "lines to stderr past the rate cocoon forwards (500, then 50 a second): dropped\n";
+    const size_t said = out.find(dropped);
+    ASSERT_NE(said, std::string::npos) << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+    EXPECT_EQ(out.find(dropped, said + dropped.size()), std::string::npos) << "said more than once";
+}
+
+// A regular-file --egress-log is the worker's through a description of cocoon's own, O_APPEND
+// (tools/cocoon/entry.cc): lseek to 0 and a write put the line at the end; the first line (the --info-fd
+// report, written before the worker's) is intact.
+TEST_F(HostileWorker, ItCannotRewriteTheEgressLogsFirstLine)
+{
+    const std::string out = run("rewrite-log", "write(log) after the lseek");
+    EXPECT_TRUE(contains(out, "test hook: lseek(log, 0, SEEK_SET): done")) << out;
+    EXPECT_TRUE(contains(out, "test hook: write(log) after the lseek: done")) << out;
+    const std::string log = read_file(m_dir / "egress.log");
+    // The report, whole, then the worker's line.
+    EXPECT_EQ(log.rfind("{\n    \"child-pid\": ", 0), 0u) << log;
+    const size_t report_end = log.find("\n}\n");
+    ASSERT_NE(report_end, std::string::npos) << log;
+    EXPECT_EQ(log.find("REWRITTEN BY THE WORKER\n"), report_end + 3) << log;
+}
+
+// Nor can it clear O_APPEND (then lseek and write, or splice, would rewrite it), nor make a copy
+// of the fd whose F_SETFL could: both are outside its allowlist, and end it.
+TEST_F(HostileWorker, ItCannotClearTheEgressLogsAppendFlag)
+{
+    const std::string out = run("rewrite-log-flags", "is outside its seccomp allowlist");
+    EXPECT_TRUE(contains(out, "system call " + std::to_string(SYS_fcntl) + " is outside its seccomp allowlist")) << out;
+    EXPECT_FALSE(contains(out, "F_SETFL, O_WRONLY): done")) << out;
+}
+
+TEST_F(HostileWorker, ItCannotCopyTheEgressLogsFd)
+{
+    const std::string out = run("rewrite-log-dup", "is outside its seccomp allowlist");
+    EXPECT_TRUE(contains(out, "system call " + std::to_string(SYS_dup) + " is outside its seccomp allowlist")) << out;
+    EXPECT_FALSE(contains(out, "dup(log): done")) << out;
 }
 
 }  // namespace

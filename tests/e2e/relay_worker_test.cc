@@ -1,7 +1,7 @@
 // Issue 22: what reads the sandbox's bytes (the --relay streams, the --egress proxy) holds no
 // right worth taking. The process that owns the relay and egress sockets is the worker
 // (relay/worker.h): no capabilities, no_new_privs, a seccomp filter, an empty root, and for a
-// root caller the uid 65534; the monitor owns none of those sockets.
+// root caller a uid of its run's own; the monitor owns none of those sockets.
 #include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -89,9 +89,11 @@ TEST(RelayWorker, HoldsNoRightAndTheMonitorNoSandboxSocket)
     EXPECT_EQ(nspid.substr(0, nspid.find('\t')), std::to_string(worker)) << status;
     const bool root = ::geteuid() == 0;
     if (root) {
-        // A root caller's worker runs as 65534, which owns nothing.
-        EXPECT_EQ(status_field(status, "Uid"), "65534\t65534\t65534\t65534") << status;
-        EXPECT_EQ(status_field(status, "Gid"), "65534\t65534\t65534\t65534") << status;
+        // A root caller's worker runs as ids of its run's own, which own nothing: 0x70000000 plus
+        // the monitor's pid (relay/worker.cc).
+        const std::string id = std::to_string(0x70000000u + static_cast<uint32_t>(pid));
+        EXPECT_EQ(status_field(status, "Uid"), id + "\t" + id + "\t" + id + "\t" + id) << status;
+        EXPECT_EQ(status_field(status, "Gid"), id + "\t" + id + "\t" + id + "\t" + id) << status;
         // Its root is empty but for the resolver's copies (the worker is not dumpable: only
         // root may look).
         std::set<std::string> names;

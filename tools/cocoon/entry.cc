@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/capability.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "ns/launch.h"
 #include "ns/plan.h"
 #include "relay/host_socket.h"
+#include "relay/worker.h"
 #include "tools/cocoon/check.h"
 #include "tools/cocoon/options.h"
 #include "tools/cocoon/plan.h"
@@ -78,6 +80,25 @@ HostFacts read_host(const Options& o)
 // exists. From here on each is a UniqueFd with one owner. Then the fds the
 // caller left inheritable that no option names: handed to the command, as
 // bwrap does, or closed now (--close-fds).
+// Security: a regular file as --egress-log is written by the relay worker, which a parsing bug
+// could take over: through a file description of cocoon's own, O_WRONLY | O_APPEND, opened again
+// through /proc/self/fd, so that the worker cannot lseek back and rewrite the lines already
+// there (nor the caller's, which may be O_RDWR; the worker's allowlist keeps it from clearing
+// O_APPEND, relay/worker_seccomp_gen.cc). A file the caller's uid cannot open for writing (an fd
+// passed down by a more privileged parent) is refused: sharing the caller's description would
+// leave the old lines to the worker. Pipes, terminals and sockets cannot be sought; the worker
+// reopens the first two itself (relay/worker.cc).
+UniqueFd append_only(ns::CallerFd log)
+{
+    struct stat st {};
+    if (!log.fd || ::fstat(log.fd.get(), &st) < 0 || !S_ISREG(st.st_mode))
+        return std::move(log.fd);
+    UniqueFd own(::open(("/proc/self/fd/" + std::to_string(log.fd.get())).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    if (!own)
+        throw SysError(errno, "Can't reopen " + log.name + " for appending");
+    return own;
+}
+
 ns::CallerFds take_caller_fds(const Options& o)
 {
     const ns::FdNumbers& n = o.fds;
@@ -122,7 +143,7 @@ ns::CallerFds take_caller_fds(const Options& o)
             fds.sandbox.mount.emplace(use->fd, take(use->fd, use->option).fd);
     fds.monitor.info = take(n.info, "--info-fd").fd;
     fds.monitor.json_status = take(n.json_status, "--json-status-fd").fd;
-    fds.monitor.egress_log = take(n.egress_log, "--egress-log").fd;
+    fds.monitor.egress_log = append_only(take(n.egress_log, "--egress-log"));
     fds.sandbox.sync = take(n.sync, "--sync-fd");
     fds.sandbox.block = take(n.block, "--block-fd");
     fds.sandbox.userns_block = take(n.userns_block, "--userns-block-fd");
@@ -193,6 +214,10 @@ int cocoon_main(int argc, char** argv)
     }
     if (ns::is_pid1_mode(args))
         ns::pid1_main(args);
+    // The relay worker, which the monitor runs as a fresh image (relay/worker.h); refused setuid
+    // as everything is, above.
+    if (relay::is_worker_mode(args))
+        relay::worker_entry();
     // --level-prefix: sd-daemon's "<N>" before each line, as bwrap writes it
     // (3 = LOG_ERR, 4 = LOG_WARNING), so a journal keeps the level. Looked for
     // before parsing, so that a parse error is prefixed too.
