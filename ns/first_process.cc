@@ -234,17 +234,25 @@ void bring_up_loopback(Setup& s)
 
 // 7. Relay listeners on the sandbox's loopback, handed to the monitor: the
 // sandbox sees only 127.0.0.1:PORT, never the host's socket. --egress: the
-// proxy's, then the transparent listeners and the resolver's socket.
+// proxy's, then the transparent listeners and the resolver's socket. Each
+// message names its kind (and index): the monitor infers nothing from order.
 void send_listeners(Setup& s)
 {
-    for (const RelayEndpoint& relay : s.plan.process.relays)
-        send_message(s.sock, ListenersMsg{net::listen_loopback(relay.port, "--relay")});
+    const std::vector<RelayEndpoint>& relays = s.plan.process.relays;
+    for (size_t i = 0; i < relays.size(); ++i)
+        send_message(s.sock, ListenersMsg{Wire::RelayListener, static_cast<uint32_t>(i),
+                                          net::listen_loopback(relays[i].port, "--relay")});
     if (const auto& egress = s.plan.process.egress) {
-        send_message(s.sock, ListenersMsg{net::listen_loopback(egress->port, "--egress")});
-        send_message(s.sock, ListenersMsg{net::listen_transparent(egress->transparent_ports)});
+        send_message(s.sock, ListenersMsg{Wire::EgressProxy, 0, net::listen_loopback(egress->port, "--egress")});
+        std::vector<UniqueFd> transparent = net::listen_transparent(egress->transparent_ports);
+        for (size_t i = 0; i < transparent.size(); ++i) {
+            std::vector<UniqueFd> one;
+            one.push_back(std::move(transparent[i]));
+            send_message(s.sock, ListenersMsg{Wire::Transparent, static_cast<uint32_t>(i), std::move(one)});
+        }
         std::vector<UniqueFd> dns;
         dns.push_back(net::dns_socket());
-        send_message(s.sock, ListenersMsg{std::move(dns)});
+        send_message(s.sock, ListenersMsg{Wire::Resolver, 0, std::move(dns)});
     }
 }
 

@@ -1,12 +1,14 @@
 // Unit tests of the setup channel (ns/channel.cc): the error contract across
 // the process boundary (errno, step, text in; SysError or UsageError out) and
 // the decoder's answer to datagrams our setup code never sends.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -165,7 +167,9 @@ TEST(Channel, DecoderRefusesWhatOurSetupNeverSends)
                         "abc",
                         9));  // step longer than the rest
     refuses(std::string("E\xff\xff\xff\xff\0", 6));  // negative errno
-    refuses("L");  // listeners without fds
+    refuses("L");  // a --relay listener without its index
+    refuses("G12");  // an --egress proxy listener, index short
+    refuses(std::string("R\0\0\0\0\0", 6));  // a resolver socket, index long
     refuses("P");  // a pidfd without its fd
     refuses(std::string("D\0\0\0\0", 5));  // a login directory without its fd
     refuses(std::string("S\0\0\0\0", 5), true);  // cut short by the kernel
@@ -191,6 +195,50 @@ TEST(Channel, DecoderRefusesFdsWhereNoneBelong)
     two.emplace_back(::dup(p.a.get()));
     two.emplace_back(::dup(p.a.get()));
     EXPECT_THROW(decode_message("P", std::move(two), false), ProtocolError);
+}
+
+// Each listener kind has its own kind byte and carries its index: the monitor infers nothing from
+// order (ns/monitor/setup_rules.h checks kind, index and fd count).
+TEST(Channel, EachListenerKindArrivesTyped)
+{
+    for (Wire::Kind kind : {Wire::RelayListener, Wire::EgressProxy, Wire::Transparent, Wire::Resolver}) {
+        Pair carried;
+        std::vector<UniqueFd> fds;
+        fds.emplace_back(::dup(carried.a.get()));
+        fds.emplace_back(::dup(carried.a.get()));
+        Message got = round_trip(ListenersMsg{kind, 3, std::move(fds)});
+        auto* listeners = std::get_if<ListenersMsg>(&got);
+        ASSERT_TRUE(listeners) << kind;
+        EXPECT_EQ(listeners->kind, kind);
+        EXPECT_EQ(kind_of(got), kind);
+        EXPECT_EQ(listeners->index, 3U);
+        EXPECT_EQ(fd_count(got), 2U);
+    }
+    EXPECT_EQ(kind_of(StatusMsg{0}), Wire::Status);
+    EXPECT_EQ(kind_of(PidfdMsg{false, {}}), Wire::OwnPidfd);
+    EXPECT_EQ(kind_of(PidfdMsg{true, {}}), Wire::FirstProcessPidfd);
+    EXPECT_EQ(fd_count(LoginDirMsg{}), 1U);
+    EXPECT_EQ(fd_count(NamespacesMsg{}), 0U);
+}
+
+// Security: a refused datagram's fds are closed, never kept: the other end of a pipe they carried
+// sees its last writer gone.
+TEST(Channel, ARefusedDatagramClosesItsFds)
+{
+    const std::string refused[] = {std::string("S\0\0\0\0", 5), std::string("D\0\0\0\0", 5), "P", "\x7f",
+                                   std::string("L\0\0\0\0", 5)};
+    for (size_t i = 0; i < std::size(refused); ++i) {
+        int pipe[2];
+        ASSERT_EQ(::pipe2(pipe, O_CLOEXEC), 0);
+        UniqueFd read_end(pipe[0]);
+        std::vector<UniqueFd> fds;
+        fds.emplace_back(pipe[1]);
+        fds.emplace_back(::dup(pipe[1]));
+        EXPECT_THROW(decode_message(refused[i], std::move(fds), i == std::size(refused) - 1), ProtocolError)
+            << refused[i];
+        char c;
+        EXPECT_EQ(::read(read_end.get(), &c, 1), 0) << refused[i] << ": an fd it carried is still open";
+    }
 }
 
 TEST(Channel, GarbageNeverCrashesTheDecoder)
