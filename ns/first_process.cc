@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
@@ -33,11 +34,19 @@
 #include "ns/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
+#ifdef COCOON_TEST_HOOKS
+#include "ns/setup_test_hook.h"
+#endif
 
 namespace cocoon::ns {
 namespace {
 
 constexpr const char* kPid1Mode = "--internal-pid1";
+
+#ifdef COCOON_TEST_HOOKS
+// Test-only: read from the environment by child_main; PID 1 keeps it unless it re-executes.
+std::optional<test_hook::SetupHook> g_setup_hook;
+#endif
 
 // --block-fd, --userns-block-fd: waits until fd has a byte or EOF, takes the
 // byte, and closes the fd (the caller handed it over for this one use). poll
@@ -81,6 +90,10 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
 // Reaps until the command exits; reports its status to the monitor, exits.
 [[noreturn]] void reap(pid_t command, bool forward, int sock)
 {
+#ifdef COCOON_TEST_HOOKS
+    if (g_setup_hook)
+        test_hook::misbehave(*g_setup_hook, sock, true);
+#endif
     int status = reaper::run(command, forward);
     // A new PID namespace's init (never a holder outside one: -1 would mean
     // every process of the caller's) ends what is left, for the report.
@@ -146,7 +159,18 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
         for (const std::string& arg : args)
             argv.push_back(const_cast<char*>(arg.c_str()));
         argv.push_back(nullptr);
+#ifndef COCOON_TEST_HOOKS
         char* envp[] = {nullptr};
+#else
+        // Test-only: the re-executed PID 1 keeps the hook (ns/setup_test_hook.h).
+        char* envp[] = {nullptr, nullptr};
+        std::string hook_env;
+        if (g_setup_hook) {
+            hook_env = std::string(test_hook::kSetupEnv) + "=" + g_setup_hook->mode + ":" +
+                       std::to_string(g_setup_hook->delay_ms);
+            envp[0] = hook_env.data();
+        }
+#endif
         ::syscall(SYS_execveat, ctx.exe.get(), "", argv.data(), envp, AT_EMPTY_PATH);
         throw SysError(errno, "Can't run PID 1 as a fresh image (execveat)");
     }
@@ -330,6 +354,15 @@ void wait_for_block_fd(Setup& s)
         wait_for_fd(std::move(s.fds.block));
 }
 
+#ifdef COCOON_TEST_HOOKS
+// Test-only: set-up misbehaves on the setup channel (ns/setup_test_hook.h), once it is done.
+void run_test_hook(Setup& s)
+{
+    if (g_setup_hook)
+        test_hook::misbehave(*g_setup_hook, s.sock, false);
+}
+#endif
+
 // 12. A PID namespace (or --sync-fd/--lock-file, which need a holder that
 // outlives the command's exec): stay as PID 1 to reap, and fork the command
 // (PID 2). Returns only without plan.fork_command.
@@ -435,6 +468,9 @@ constexpr Step kSteps[] = {
     {"9 (lock files)", lock_files},
     {"10 (--userns2)", enter_userns2},
     {"11 (--block-fd)", wait_for_block_fd},
+#ifdef COCOON_TEST_HOOKS
+    {"11 (test hook)", run_test_hook},
+#endif
     {"12 (reaper)", fork_command_and_reap},
     {"13 (exec)", exec_here},
 };
@@ -456,6 +492,9 @@ void take_terminal()
 [[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock)
 {
     Setup s{plan, ctx, std::move(fds), report, sock, {}, {}, {}};
+#ifdef COCOON_TEST_HOOKS
+    g_setup_hook = test_hook::setup_hook_from_env();
+#endif
     try {
         for (const Step& step : kSteps) {
             s.step = step.name;
@@ -489,6 +528,9 @@ void pid1_main(const std::vector<std::string>& args)
     if (go >= 0 && ::write(go, "1", 1) != 1)
         ::_exit(1);  // PID 2 then sees EOF and gives up too
     ::close(go);
+#ifdef COCOON_TEST_HOOKS
+    g_setup_hook = test_hook::setup_hook_from_env();
+#endif
     reap(command, args[2] == "1", sock);
 }
 

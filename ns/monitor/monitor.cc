@@ -25,6 +25,9 @@
 #include "ns/monitor/stop.h"
 #include "relay/worker.h"
 #include "reaper/status.h"
+#ifdef COCOON_TEST_HOOKS
+#include "ns/setup_test_hook.h"
+#endif
 
 namespace cocoon::ns {
 namespace {
@@ -163,6 +166,9 @@ void refuse(Supervised& s, SetupState& state, const std::string& why)
         return;
     state.refused = why;
     send_signal(s.pidfd, SIGKILL);
+#ifdef COCOON_TEST_HOOKS
+    test_hook::monitor_refused(s.plan.log_prefix);
+#endif
 }
 
 // The exit line of --json-status-fd, and cocoon's exit code.
