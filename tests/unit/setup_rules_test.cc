@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,33 @@ TEST(SetupRulesPerRun, EveryKindHasOneRow)
         EXPECT_EQ(rows, 1U) << static_cast<char>(kind);
     }
     EXPECT_EQ(rules.size(), 11U);
+}
+
+// ARCHITECTURE.md's table of the messages ("Process model") says what the code does: a row per
+// kind, each with the fds its rule carries.
+TEST(SetupRulesPerRun, ArchitectureMdsTableMatchesTheCode)
+{
+    static const unsigned char bytes[] = {
+#include "architecture_md.inc"
+    };
+    const std::string doc(reinterpret_cast<const char*>(bytes), sizeof bytes);
+    size_t rows = 0;
+    for (const WireRule& rule : setup_rules(everything())) {
+        const std::string start = std::string("| `") + static_cast<char>(rule.kind) + "` |";
+        const size_t at = doc.find("\n" + start);
+        ASSERT_NE(at, std::string::npos) << "no row for kind " << static_cast<char>(rule.kind);
+        const std::string line = doc.substr(at + 1, doc.find('\n', at + 1) - at - 1);
+        const std::string fds =
+            rule.max_fds ? std::to_string(rule.fds) + "-" + std::to_string(rule.max_fds) : std::to_string(rule.fds);
+        EXPECT_EQ(line.substr(line.rfind("| ", line.size() - 3) + 2), fds + " |") << line;
+        ++rows;
+    }
+    size_t doc_rows = 0;
+    std::istringstream in(doc);
+    for (std::string line; std::getline(in, line);)
+        doc_rows +=
+            line.rfind("| `", 0) == 0 && line.size() > 5 && line[4] == '`' && line.find("Msg") != std::string::npos;
+    EXPECT_EQ(doc_rows, rows) << "ARCHITECTURE.md has a row for a kind the code does not know";
 }
 
 }  // namespace
