@@ -27,8 +27,9 @@ struct SetupHook {
 // Read by the first process before its steps (PID 1 keeps it: a re-executed PID 1 has none).
 std::optional<SetupHook> setup_hook_from_env();
 
-// The first process, before it forks the command (modes but late-*), or PID 1 before it reaps
-// (late-*): does what the mode says, one line on stderr ("cocoon: setup test hook: ...").
+// The first process, before it forks the command (modes but late-*; then it waits 30 s, going no
+// further), or PID 1 before it reaps (late-*): does what the mode says, one line on stderr
+// ("cocoon: setup test hook: ...").
 void misbehave(const SetupHook& hook, int sock, bool in_pid1);
 
 // The monitor, once it refused the setup channel: with the hook armed, says so on stderr and holds

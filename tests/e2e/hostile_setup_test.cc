@@ -123,8 +123,8 @@ protected:
         EXPECT_TRUE(exited_with(status, 1)) << show(status) << sandbox.output();
         const std::vector<std::string> lines = cocoon_lines(sandbox.output());
         EXPECT_EQ(lines.size(), 1U) << sandbox.output();
-        // Nothing left: PID 1 (and with it the PID namespace) is gone; set-up modes never ran the
-        // command.
+        // Nothing left: PID 1 (and with it the PID namespace) is gone. A set-up hook waits 30 s
+        // after it misbehaved: cocoon's end within 10 s is the monitor's doing.
         EXPECT_FALSE(sandbox.pid1().running()) << "PID 1 outlived cocoon";
         if (late)
             EXPECT_TRUE(nothing_left(sandbox));
