@@ -17,6 +17,9 @@ namespace cocoon::ns {
 namespace {
 
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
+// The most fds the kernel carries in one datagram (SCM_MAX_FD): a receiver with room for fewer
+// has the rest closed by the kernel inside recvmsg, before it can disarm them (below).
+constexpr size_t kMaxReceivedFds = 253;
 static_assert(kMaxTmpfsReported <= kMaxFds, "TmpfsMsg is one message");
 
 // The bytes of a T, as a message body carries them.
@@ -57,6 +60,16 @@ void send_fds(int sock, char type, std::span<const UniqueFd> fds, const std::str
     }
 }
 
+// Security: a TCP socket with a full send queue and a long SO_LINGER blocks the close of its last
+// reference in the kernel, up to the linger time. The sandbox may send one where a listener
+// belongs; the receiver, whose close of a refused fd may be the last, turns lingering off first
+// (a listener's sockets linger not: this changes nothing for ours). Not a socket: ENOTSOCK, fine.
+void disarm(int fd)
+{
+    const linger off{0, 0};
+    (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof off);
+}
+
 // recvmsg of one datagram; nullopt at EOF, or when nothing is queued and
 // flags has MSG_DONTWAIT.
 std::optional<Message> receive(int sock, int flags)
@@ -66,7 +79,7 @@ std::optional<Message> receive(int sock, int flags)
     char buf[kMaxDatagram + 1];
     for (;;) {
         iovec iov{buf, sizeof buf};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
         msghdr msg{};
         msg.msg_iov = &iov;
         msg.msg_iovlen = 1;
@@ -86,8 +99,10 @@ std::optional<Message> receive(int sock, int flags)
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 const int* in = reinterpret_cast<const int*>(CMSG_DATA(c));
-                for (size_t i = 0; i < count; ++i)
+                for (size_t i = 0; i < count; ++i) {
                     fds.emplace_back(in[i]);
+                    disarm(in[i]);
+                }
             }
         const bool truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxDatagram;
         return decode_message(std::string_view(buf, static_cast<size_t>(n)), std::move(fds), truncated);

@@ -231,6 +231,13 @@ int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_poi
 
 int monitor(Supervised s)
 {
+    // Security: the setup channel is closed by cocoon's exit, never before: a datagram still queued
+    // on it (a flood the monitor stopped reading) may hold a lingering TCP socket, whose release
+    // with the channel would block the monitor in the kernel; an exiting process's does not.
+    struct ClosedAtExit {
+        UniqueFd& fd;
+        ~ClosedAtExit() { (void)fd.release(); }
+    } channel{s.sock};
     const LaunchPlan& plan = s.plan;
     SetupState state;
     state.warnings = Warnings(plan.log_prefix);

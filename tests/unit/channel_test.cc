@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <string>
@@ -239,6 +240,51 @@ TEST(Channel, ARefusedDatagramClosesItsFds)
         char c;
         EXPECT_EQ(::read(read_end.get(), &c, 1), 0) << refused[i] << ": an fd it carried is still open";
     }
+}
+
+// Security: a socket the sandbox sends lingers no more once received, so the monitor's close of a
+// refused one never blocks in the kernel (SECURITY.md, "The setup channel").
+TEST(Channel, AReceivedSocketLingersNoMore)
+{
+    UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const linger slow{1, 100000};
+    ASSERT_EQ(::setsockopt(tcp.get(), SOL_SOCKET, SO_LINGER, &slow, sizeof slow), 0);
+    std::vector<UniqueFd> fds;
+    fds.push_back(std::move(tcp));
+    Message got = round_trip(ListenersMsg{Wire::Resolver, 0, std::move(fds)});
+    auto* listeners = std::get_if<ListenersMsg>(&got);
+    ASSERT_TRUE(listeners);
+    ASSERT_EQ(listeners->fds.size(), 1U);
+    linger now{};
+    socklen_t len = sizeof now;
+    ASSERT_EQ(::getsockopt(listeners->fds[0].get(), SOL_SOCKET, SO_LINGER, &now, &len), 0);
+    EXPECT_EQ(now.l_onoff, 0);
+}
+
+// More fds than a sender of ours puts in a datagram all arrive, to be disarmed and closed: none is
+// closed by the kernel inside recvmsg (MSG_CTRUNC), where the receiver could not disarm it.
+TEST(Channel, ADatagramOfTheKernelsMostFdsIsRefusedWhole)
+{
+    Pair p;
+    UniqueFd one(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const std::vector<int> fds(253, one.get());
+    std::string data = "T";
+    iovec iov{data.data(), data.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 253)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    ASSERT_EQ(::sendmsg(p.a.get(), &msg, 0), 1);
+    auto got = receive_message(p.b.get());  // the table, not the decoder, bounds a tmpfs message's fds
+    ASSERT_TRUE(got);
+    EXPECT_EQ(fd_count(*got), 253U);
 }
 
 TEST(Channel, GarbageNeverCrashesTheDecoder)
