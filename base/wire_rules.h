@@ -21,10 +21,12 @@ namespace cocoon {
 struct WireRule {
     uint32_t kind;  // as on the wire: never inferred from order or size
     const char* name;  // for the message that kills its sender
-    uint32_t phases;  // bit mask of the receiver's phases in which it may come
+    uint32_t phases;  // bit mask of the receiver's phases in which it may come; 0: never (a
+                      // table built per run keeps a row for a kind this run does not expect)
     uint32_t max_count;  // in the boundary's life; 0: no count (then per_second bounds it)
     double per_second;  // with max_count 0: a token bucket of this rate, burst = 2 s of it
-    uint8_t fds;  // exactly this many fds come with it
+    uint8_t fds;  // this many fds come with it
+    uint8_t max_fds = 0;  // more may come, up to this many (0: exactly `fds`)
 };
 
 class WireCheck {
@@ -44,10 +46,14 @@ public:
             if (rule.kind != kind)
                 continue;
             const std::string what = std::string("a ") + rule.name + " message";
+            if (rule.phases == 0)
+                return what + ", which this run does not expect";
             if ((rule.phases & phase) == 0)
                 return what + " out of its phase";
-            if (fds != rule.fds)
-                return what + " with " + std::to_string(fds) + " fds (it carries " + std::to_string(rule.fds) + ")";
+            const size_t most = rule.max_fds != 0 ? rule.max_fds : rule.fds;
+            if (fds < rule.fds || fds > most)
+                return what + " with " + std::to_string(fds) + " fds (it carries " + std::to_string(rule.fds) +
+                       (most != rule.fds ? " to " + std::to_string(most) : std::string()) + ")";
             if (rule.max_count != 0 && m_counts[i] >= rule.max_count)
                 return what + " past its " + std::to_string(rule.max_count) +
                        (rule.max_count == 1 ? " time" : " times");

@@ -16,15 +16,10 @@
 namespace cocoon::ns {
 namespace {
 
-constexpr char kError = 'E';
-constexpr char kStatus = 'S';
-constexpr char kListeners = 'L';
-constexpr char kNamespaces = 'N';
-constexpr char kFirstProcess = 'P';
-constexpr char kOtherProcess = 'O';
-constexpr char kLoginDir = 'D';
-constexpr char kTmpfs = 'T';
 constexpr size_t kMaxFds = 64;  // per message; the sender splits longer lists
+// The most fds the kernel carries in one datagram (SCM_MAX_FD): a receiver with room for fewer
+// has the rest closed by the kernel inside recvmsg, before it can disarm them (below).
+constexpr size_t kMaxReceivedFds = 253;
 static_assert(kMaxTmpfsReported <= kMaxFds, "TmpfsMsg is one message");
 
 // The bytes of a T, as a message body carries them.
@@ -65,6 +60,16 @@ void send_fds(int sock, char type, std::span<const UniqueFd> fds, const std::str
     }
 }
 
+// Security: a TCP socket with a full send queue and a long SO_LINGER blocks the close of its last
+// reference in the kernel, up to the linger time. The sandbox may send one where a listener
+// belongs; the receiver, whose close of a refused fd may be the last, turns lingering off first
+// (a listener's sockets linger not: this changes nothing for ours). Not a socket: ENOTSOCK, fine.
+void disarm(int fd)
+{
+    const linger off{0, 0};
+    (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof off);
+}
+
 // recvmsg of one datagram; nullopt at EOF, or when nothing is queued and
 // flags has MSG_DONTWAIT.
 std::optional<Message> receive(int sock, int flags)
@@ -74,7 +79,7 @@ std::optional<Message> receive(int sock, int flags)
     char buf[kMaxDatagram + 1];
     for (;;) {
         iovec iov{buf, sizeof buf};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
         msghdr msg{};
         msg.msg_iov = &iov;
         msg.msg_iovlen = 1;
@@ -94,8 +99,10 @@ std::optional<Message> receive(int sock, int flags)
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 const int* in = reinterpret_cast<const int*>(CMSG_DATA(c));
-                for (size_t i = 0; i < count; ++i)
+                for (size_t i = 0; i < count; ++i) {
                     fds.emplace_back(in[i]);
+                    disarm(in[i]);
+                }
             }
         const bool truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxDatagram;
         return decode_message(std::string_view(buf, static_cast<size_t>(n)), std::move(fds), truncated);
@@ -130,33 +137,62 @@ void rethrow(const ErrorMsg& msg)
 void send_message(int sock, const Message& msg)
 {
     std::string data;
+    const char kind = static_cast<char>(kind_of(msg));
     if (auto* listeners = std::get_if<ListenersMsg>(&msg)) {
-        send_fds(sock, kListeners, listeners->fds);
+        // One message: a listener kind's fds are never more than kMaxFds (the table bounds them).
+        send_fds(sock, kind, std::span(listeners->fds).first(std::min(listeners->fds.size(), kMaxFds)),
+                 bytes_of(listeners->index));
         return;
     }
     if (auto* pidfd = std::get_if<PidfdMsg>(&msg)) {
-        send_fds(sock, pidfd->first_process ? kFirstProcess : kOtherProcess, {&pidfd->fd, 1});
+        send_fds(sock, kind, {&pidfd->fd, 1});
         return;
     }
     if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
-        send_fds(sock, kTmpfs, std::span(tmpfs->fds).first(std::min(tmpfs->fds.size(), kMaxTmpfsReported)));
+        send_fds(sock, kind, std::span(tmpfs->fds).first(std::min(tmpfs->fds.size(), kMaxTmpfsReported)));
         return;
     }
     if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
-        send_fds(sock, kLoginDir, {&dir->fd, 1}, bytes_of(dir->index));
+        send_fds(sock, kind, {&dir->fd, 1}, bytes_of(dir->index));
         return;
     }
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
         // type, errno, step length (one byte), step, text; cut to one datagram.
         const std::string step = err->step.substr(0, 255);
-        data = kError + bytes_of(int32_t{err->err}) + static_cast<char>(step.size()) + step + err->text;
+        data = kind + bytes_of(int32_t{err->err}) + static_cast<char>(step.size()) + step + err->text;
         data.resize(std::min(data.size(), kMaxDatagram));
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
-        data = kNamespaces + bytes_of(ns->inodes);
+        data = kind + bytes_of(ns->inodes);
     } else {
-        data = kStatus + bytes_of(std::get<StatusMsg>(msg).wait_status);
+        data = kind + bytes_of(std::get<StatusMsg>(msg).wait_status);
     }
     ::send(sock, data.data(), data.size(), MSG_NOSIGNAL);
+}
+
+Wire::Kind kind_of(const Message& msg)
+{
+    struct Visit {
+        Wire::Kind operator()(const ErrorMsg&) const { return Wire::Error; }
+        Wire::Kind operator()(const StatusMsg&) const { return Wire::Status; }
+        Wire::Kind operator()(const ListenersMsg& m) const { return m.kind; }
+        Wire::Kind operator()(const NamespacesMsg&) const { return Wire::Namespaces; }
+        Wire::Kind operator()(const PidfdMsg& m) const
+        {
+            return m.first_process ? Wire::FirstProcessPidfd : Wire::OwnPidfd;
+        }
+        Wire::Kind operator()(const LoginDirMsg&) const { return Wire::LoginDir; }
+        Wire::Kind operator()(const TmpfsMsg&) const { return Wire::Tmpfs; }
+    };
+    return std::visit(Visit{}, msg);
+}
+
+size_t fd_count(const Message& msg)
+{
+    if (auto* listeners = std::get_if<ListenersMsg>(&msg))
+        return listeners->fds.size();
+    if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg))
+        return tmpfs->fds.size();
+    return std::holds_alternative<PidfdMsg>(msg) || std::holds_alternative<LoginDirMsg>(msg) ? 1 : 0;
 }
 
 Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool truncated)
@@ -165,39 +201,44 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
         throw ProtocolError("a setup message was cut short (" + std::to_string(data.size()) + " bytes received)");
     if (data.empty())
         throw ProtocolError("an empty setup message");
-    const char type = data[0];
+    const auto type = static_cast<Wire::Kind>(data[0]);
     const std::string_view body = data.substr(1);
-    const bool wants_fds =
-        type == kListeners || type == kFirstProcess || type == kOtherProcess || type == kLoginDir || type == kTmpfs;
+    const std::string name = "'" + std::string(1, data[0]) + "'";
+    const bool wants_fds = type == Wire::RelayListener || type == Wire::EgressProxy || type == Wire::Transparent ||
+                           type == Wire::Resolver || type == Wire::FirstProcessPidfd || type == Wire::OwnPidfd ||
+                           type == Wire::LoginDir || type == Wire::Tmpfs;
     if (!wants_fds && !fds.empty())
-        throw ProtocolError("a setup message of type '" + std::string(1, type) + "' carried fds");
+        throw ProtocolError("a setup message of type " + name + " carried fds");
     switch (type) {
-    case kListeners:
-        if (body.empty() && !fds.empty())
-            return ListenersMsg{std::move(fds)};
+    case Wire::RelayListener:
+    case Wire::EgressProxy:
+    case Wire::Transparent:
+    case Wire::Resolver:
+        if (body.size() == sizeof(uint32_t))
+            return ListenersMsg{type, read_as<uint32_t>(body), std::move(fds)};
         break;
-    case kTmpfs:
-        if (body.empty() && !fds.empty() && fds.size() <= kMaxTmpfsReported)
+    case Wire::Tmpfs:
+        if (body.empty())
             return TmpfsMsg{std::move(fds)};
         break;
-    case kFirstProcess:
-    case kOtherProcess:
+    case Wire::FirstProcessPidfd:
+    case Wire::OwnPidfd:
         if (body.empty() && fds.size() == 1)
-            return PidfdMsg{type == kFirstProcess, std::move(fds[0])};
+            return PidfdMsg{type == Wire::FirstProcessPidfd, std::move(fds[0])};
         break;
-    case kLoginDir:
+    case Wire::LoginDir:
         if (body.size() == sizeof(uint32_t) && fds.size() == 1)
             return LoginDirMsg{read_as<uint32_t>(body), std::move(fds[0])};
         break;
-    case kStatus:
+    case Wire::Status:
         if (body.size() == sizeof(int))
             return StatusMsg{read_as<int>(body)};
         break;
-    case kNamespaces:
+    case Wire::Namespaces:
         if (body.size() == sizeof(NamespacesMsg::inodes))
             return NamespacesMsg{read_as<decltype(NamespacesMsg::inodes)>(body)};
         break;
-    case kError:
+    case Wire::Error:
         if (body.size() >= sizeof(int32_t) + 1) {
             const auto code = read_as<int32_t>(body);
             const size_t step_size = static_cast<unsigned char>(body[sizeof code]);
@@ -209,8 +250,9 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
     default:
         throw ProtocolError("a setup message of unknown type " + std::to_string(static_cast<unsigned char>(type)));
     }
-    throw ProtocolError("a malformed setup message of type '" + std::string(1, type) + "' (" +
-                        std::to_string(data.size()) + " bytes, " + std::to_string(fds.size()) + " fds)");
+    // The fds go with the exception's unwinding (closed: none is kept).
+    throw ProtocolError("a malformed setup message of type " + name + " (" + std::to_string(data.size()) + " bytes, " +
+                        std::to_string(fds.size()) + " fds)");
 }
 
 std::optional<Message> receive_message(int sock)

@@ -1,5 +1,9 @@
-// The setup channel: typed messages from the sandbox's setup processes (PID 1,
-// and PID 2 until it execs) to the monitor, over one SOCK_SEQPACKET pair.
+// The setup channel: typed messages from the sandbox's setup processes (the
+// first process, PID 1 after it, and PID 2 until it execs) to the monitor, over
+// one SOCK_SEQPACKET pair. Each message kind has its own kind byte on the wire
+// (Wire below): nothing is inferred from order or count. What may come when,
+// how often and with how many fds is the monitor's table
+// (ns/monitor/setup_rules.h); this file only encodes and decodes.
 #pragma once
 
 #include <array>
@@ -15,6 +19,23 @@
 
 namespace cocoon::ns {
 
+// The kind byte each message starts with on the wire.
+struct Wire {
+    enum Kind : uint8_t {
+        Error = 'E',
+        Status = 'S',
+        Namespaces = 'N',
+        RelayListener = 'L',  // --relay's, with its index
+        EgressProxy = 'G',  // --egress's proxy
+        Transparent = 'A',  // --egress's transparent listener for one port, with the port's index
+        Resolver = 'R',  // --egress's resolver socket
+        FirstProcessPidfd = 'P',  // the join helper's channel only (ns/join.cc)
+        OwnPidfd = 'O',  // PID 2's own pidfd; on the join channel, the extra fork's
+        LoginDir = 'D',
+        Tmpfs = 'T',
+    };
+};
+
 // Setup failed in the sandbox. The monitor rebuilds the exception: a
 // SysError(step, err, text) when err is set (text is its context, without the
 // strerror part), else a UsageError(text). step names the launch step, for
@@ -28,8 +49,14 @@ struct ErrorMsg {
 struct StatusMsg {
     int wait_status;
 };
-// The relay listeners, made in the sandbox's network namespace (SCM_RIGHTS).
+// Listeners for the relay worker, made in the sandbox's network namespace
+// (SCM_RIGHTS). kind: Wire::RelayListener (index: the --relay's, in
+// command-line order), EgressProxy, Transparent (index: the port's, in the
+// plan's transparent_ports) or Resolver (index 0). The count of fds is the
+// monitor's table's to check (127.0.0.1 and, where the kernel has IPv6, ::1).
 struct ListenersMsg {
+    Wire::Kind kind = Wire::RelayListener;
+    uint32_t index = 0;
     std::vector<UniqueFd> fds;
 };
 // The sandbox's namespaces for --info-fd/--json-status-fd, as the first
@@ -74,6 +101,10 @@ ErrorMsg error_message(const std::exception& e, const std::string& step);
 // Throws the exception an ErrorMsg describes (see ErrorMsg).
 [[noreturn]] void rethrow(const ErrorMsg& msg);
 
+// The message's kind byte, and the fds it carries (for the monitor's table).
+Wire::Kind kind_of(const Message& msg);
+size_t fd_count(const Message& msg);
+
 // Best effort for errors and status: a dead monitor is not the sender's
 // problem. Sending listeners throws SysError when it fails.
 void send_message(int sock, const Message& msg);
@@ -91,7 +122,9 @@ constexpr size_t kMaxDatagram = 4096;
 // Decodes one datagram (pure; unit-tested). fds: what SCM_RIGHTS carried.
 // truncated: the kernel cut the datagram or its fds (MSG_TRUNC, MSG_CTRUNC).
 // Throws ProtocolError for anything our setup code does not send: a
-// truncated, short, oversized or unknown datagram, or fds where none belong.
+// truncated, short, oversized or unknown datagram, fds where none belong, or
+// other than one fd where one belongs. How many fds a listener or tmpfs message
+// may carry is the monitor's table's to say (ns/monitor/setup_rules.h).
 Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool truncated);
 
 class ProtocolError : public std::runtime_error {

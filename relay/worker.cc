@@ -385,7 +385,7 @@ bool is_worker_mode(const std::vector<std::string>& args)
 // and the fds above. It reads its options (relay/worker_config.h), then confines itself and runs.
 [[noreturn]] void worker_entry()
 {
-    // First of all, as PID 1's re-exec does (ns/first_process.cc): nothing may ptrace this image.
+    // First of all, as PID 1's re-exec does (ns/setup/first_process.cc): nothing may ptrace this image.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     ::prctl(PR_SET_NAME, "cocoon-relay", 0, 0, 0);
     std::string blob;

@@ -21,9 +21,13 @@
 #include "ns/channel.h"
 #include "ns/monitor/command_watch.h"
 #include "ns/monitor/event_loop.h"
+#include "ns/monitor/setup_rules.h"
 #include "ns/monitor/stop.h"
 #include "relay/worker.h"
 #include "reaper/status.h"
+#ifdef COCOON_TEST_HOOKS
+#include "ns/setup/test_hook.h"
+#endif
 
 namespace cocoon::ns {
 namespace {
@@ -62,9 +66,37 @@ struct SetupState {
     std::optional<int> command_status;
     std::optional<relay::Worker> worker;
     bool worker_gone = false;
-    size_t listeners_received = 0;
     CommandWatch command;
+    std::optional<SetupCheck> check;  // the setup channel's table, for this run
+    // What the setup channel sent that its table refused: the monitor stopped reading it and
+    // ended the sandbox; cocoon fails with it.
+    std::optional<std::string> refused;
 };
+
+// What this run's set-up sends (ns/monitor/setup_rules.h).
+SetupExpects setup_expects(const Supervised& s)
+{
+    const ProcessOptions& process = s.plan.process;
+    SetupExpects e;
+    e.relays = static_cast<uint32_t>(process.relays.size());
+    e.egress = process.egress.has_value();
+    e.transparent = process.egress ? static_cast<uint32_t>(process.egress->transparent_ports.size()) : 0;
+    e.login_files = static_cast<uint32_t>(process.login_files.size());
+    e.namespaces = s.reports.info || s.reports.json_status;
+    e.tmpfs = static_cast<bool>(s.reports.json_status);
+    e.own_pidfd = s.plan.fork_command && s.cgroup.pid1_movable();  // as launch() tells the sandbox
+    return e;
+}
+
+// The relay worker's kind for a listener message's.
+relay::ListenerKind listener_kind(Wire::Kind kind)
+{
+    using Kind = relay::ListenerKind;
+    return kind == Wire::RelayListener ? Kind::Relay
+           : kind == Wire::EgressProxy ? Kind::EgressProxy
+           : kind == Wire::Transparent ? Kind::Transparent
+                                       : Kind::Resolver;
+}
 
 // --relay and --egress: the confined worker that reads what the sandbox sends (relay/worker.h);
 // the monitor connects its --relay clients to the pinned host sockets. Cloned into the sandbox's
@@ -94,10 +126,12 @@ void start_worker(const LaunchPlan& plan, MonitorFds& reports, const SandboxCgro
 
 // The setup channel's messages: set-up's error, the command's status, the namespaces to
 // report, listeners for the relay worker, PID 2's pidfd, tmpfs fds for the report, login-file
-// directories.
+// directories. Security: each is checked against the run's table first (setup_rules.h); one it
+// refuses throws ProtocolError, and its fds close with it.
 void take_message(Message& msg, Supervised& s, SetupState& state)
 {
-    const ProcessOptions& process = s.plan.process;
+    if (std::string why = state.check->admit(msg, std::chrono::steady_clock::now()); !why.empty())
+        throw ProtocolError(why);
     if (auto* err = std::get_if<ErrorMsg>(&msg)) {
         if (!state.error)
             state.error = std::move(*err);
@@ -106,30 +140,34 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
         report(state.warnings, s.reports.info.get(), "--info-fd", namespace_report(s.pid, *ns, true));
         report(state.warnings, s.reports.json_status.get(), "--json-status-fd", namespace_report(s.pid, *ns, false));
-    } else if (std::holds_alternative<ListenersMsg>(msg) && state.worker &&
-               state.listeners_received < process.relays.size() + (process.egress ? 3 : 0)) {
-        // One message per --relay, in command-line order, as the pinned sockets are; then
-        // --egress's: the proxy's listeners, the transparent ones, the resolver's socket.
-        const size_t index = state.listeners_received++;
-        const size_t relays = process.relays.size();
-        using Kind = relay::ListenerKind;
-        const Kind kind = index < relays        ? Kind::Relay
-                          : index == relays     ? Kind::EgressProxy
-                          : index == relays + 1 ? Kind::Transparent
-                                                : Kind::Resolver;
-        for (UniqueFd& fd : std::get<ListenersMsg>(msg).fds)
-            state.worker->add_listener(std::move(fd), kind, static_cast<uint32_t>(index));
-    } else if (auto* own = std::get_if<PidfdMsg>(&msg); own && !own->first_process && state.command.pidfd() < 0) {
+    } else if (auto* listeners = std::get_if<ListenersMsg>(&msg)) {
+        // The table admits listeners only when the plan has --relay or --egress: the worker exists.
+        for (UniqueFd& fd : listeners->fds)
+            state.worker->add_listener(std::move(fd), listener_kind(listeners->kind), listeners->index);
+    } else if (auto* own = std::get_if<PidfdMsg>(&msg)) {
         state.command.watch(std::move(own->fd));  // PID 2's own (ns/monitor/command_watch.h)
     } else if (auto* tmpfs = std::get_if<TmpfsMsg>(&msg)) {
-        if (s.usage)
-            s.usage->add_tmpfs(std::move(tmpfs->fds));
+        s.usage->add_tmpfs(std::move(tmpfs->fds));  // admitted with --json-status-fd only: usage exists
     } else if (auto* dir = std::get_if<LoginDirMsg>(&msg)) {
         s.logins.add_sandbox_dir(dir->index, std::move(dir->fd));
         // The sandbox holds the command until DEST is watched (launch.cc).
         if (::send(s.sock.get(), "W", 1, MSG_NOSIGNAL) != 1)
             throw SysError(errno, "--login-file: can't tell the sandbox DEST is watched");
     }
+}
+
+// Security: a datagram the setup channel's table refused (or its decoder): the monitor reads the
+// channel no more and ends the sandbox, whatever phase it is in; finish() then ends in order and
+// cocoon fails with the reason (SECURITY.md, "The setup channel").
+void refuse(Supervised& s, SetupState& state, const std::string& why)
+{
+    if (state.refused)
+        return;
+    state.refused = why;
+    send_signal(s.pidfd, SIGKILL);
+#ifdef COCOON_TEST_HOOKS
+    test_hook::monitor_refused(s.plan.log_prefix);
+#endif
 }
 
 // The exit line of --json-status-fd, and cocoon's exit code.
@@ -156,8 +194,16 @@ int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_poi
     while (::waitid(P_PIDFD, static_cast<id_t>(s.pidfd), &info, WEXITED) < 0)
         if (errno != EINTR)
             throw SysError(errno, "waitid");
-    while (auto msg = receive_queued_message(s.sock.get()))
-        take_message(*msg, s, state);
+    // What PID 1 and PID 2 sent before they ended, unless the channel was refused already.
+    try {
+        while (!state.refused)
+            if (auto msg = receive_queued_message(s.sock.get()))
+                take_message(*msg, s, state);
+            else
+                break;
+    } catch (const ProtocolError& e) {
+        refuse(s, state, e.what());
+    }
     // Every relayed connection ends with the sandbox; the egress log gets each connection's
     // line, then the summary. Before the cgroup is emptied: the worker is in it, and would die
     // before its summary (stop() waits 2 s at most, then kills it).
@@ -168,6 +214,8 @@ int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_poi
     // The sandbox's processes are gone: the caller's terminal as it was.
     if (std::optional<SysError> failed = s.terminals.restore())
         state.warnings.say(*failed);
+    if (state.refused)
+        throw ProtocolError("the setup channel: " + *state.refused + ": ended the sandbox");
     if (state.error)
         rethrow(*state.error);
     const reaper::ExitStatus exit = reaper::exit_status(state.command_status.value_or(
@@ -182,9 +230,17 @@ int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_poi
 
 int monitor(Supervised s)
 {
+    // Security: the setup channel is closed by cocoon's exit, never before: a datagram still queued
+    // on it (a flood the monitor stopped reading) may hold a lingering TCP socket, whose release
+    // with the channel would block the monitor in the kernel; an exiting process's does not.
+    struct ClosedAtExit {
+        UniqueFd& fd;
+        ~ClosedAtExit() { (void)fd.release(); }
+    } channel{s.sock};
     const LaunchPlan& plan = s.plan;
     SetupState state;
     state.warnings = Warnings(plan.log_prefix);
+    state.check.emplace(setup_expects(s));
     start_worker(plan, s.reports, s.cgroup, state.worker);
     // The resource report samples the sandbox's memory and tasks: every 100 ms (often enough to
     // see a peak that lasts half a second), or less often where a sample costs more
@@ -210,8 +266,14 @@ int monitor(Supervised s)
         {"setup channel", [&] { return setup_open ? s.sock.get() : -1; },
          [&](short revents) {
              if (revents & POLLIN) {
-                 if (auto msg = receive_queued_message(s.sock.get()))
-                     return take_message(*msg, s, state);
+                 try {
+                     if (auto msg = receive_queued_message(s.sock.get()))
+                         return take_message(*msg, s, state);
+                 } catch (const ProtocolError& e) {
+                     refuse(s, state, e.what());
+                     setup_open = false;  // not read again
+                     return;
+                 }
              }
              if (revents & (POLLHUP | POLLERR | POLLNVAL))
                  setup_open = false;  // EOF: no setup process holds the channel now

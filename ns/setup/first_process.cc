@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 
 #include "base/sys.h"
 #include "base/sys_error.h"
@@ -33,11 +34,19 @@
 #include "ns/setup/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
+#ifdef COCOON_TEST_HOOKS
+#include "ns/setup/test_hook.h"
+#endif
 
 namespace cocoon::ns {
 namespace {
 
 constexpr const char* kPid1Mode = "--internal-pid1";
+
+#ifdef COCOON_TEST_HOOKS
+// Test-only: read from the environment by child_main; PID 1 keeps it unless it re-executes.
+std::optional<test_hook::SetupHook> g_setup_hook;
+#endif
 
 // --block-fd, --userns-block-fd: waits until fd has a byte or EOF, takes the
 // byte, and closes the fd (the caller handed it over for this one use). poll
@@ -81,6 +90,10 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
 // Reaps until the command exits; reports its status to the monitor, exits.
 [[noreturn]] void reap(pid_t command, bool forward, int sock)
 {
+#ifdef COCOON_TEST_HOOKS
+    if (g_setup_hook)
+        test_hook::misbehave(*g_setup_hook, sock, true);
+#endif
     int status = reaper::run(command, forward);
     // A new PID namespace's init (never a holder outside one: -1 would mean
     // every process of the caller's) ends what is left, for the report.
@@ -146,7 +159,18 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
         for (const std::string& arg : args)
             argv.push_back(const_cast<char*>(arg.c_str()));
         argv.push_back(nullptr);
+#ifndef COCOON_TEST_HOOKS
         char* envp[] = {nullptr};
+#else
+        // Test-only: the re-executed PID 1 keeps the hook (ns/setup/test_hook.h).
+        char* envp[] = {nullptr, nullptr};
+        std::string hook_env;
+        if (g_setup_hook) {
+            hook_env = std::string(test_hook::kSetupEnv) + "=" + g_setup_hook->mode + ":" +
+                       std::to_string(g_setup_hook->delay_ms);
+            envp[0] = hook_env.data();
+        }
+#endif
         ::syscall(SYS_execveat, ctx.exe.get(), "", argv.data(), envp, AT_EMPTY_PATH);
         throw SysError(errno, "Can't run PID 1 as a fresh image (execveat)");
     }
@@ -234,17 +258,25 @@ void bring_up_loopback(Setup& s)
 
 // 7. Relay listeners on the sandbox's loopback, handed to the monitor: the
 // sandbox sees only 127.0.0.1:PORT, never the host's socket. --egress: the
-// proxy's, then the transparent listeners and the resolver's socket.
+// proxy's, then the transparent listeners and the resolver's socket. Each
+// message names its kind (and index): the monitor infers nothing from order.
 void send_listeners(Setup& s)
 {
-    for (const RelayEndpoint& relay : s.plan.process.relays)
-        send_message(s.sock, ListenersMsg{net::listen_loopback(relay.port, "--relay")});
+    const std::vector<RelayEndpoint>& relays = s.plan.process.relays;
+    for (size_t i = 0; i < relays.size(); ++i)
+        send_message(s.sock, ListenersMsg{Wire::RelayListener, static_cast<uint32_t>(i),
+                                          net::listen_loopback(relays[i].port, "--relay")});
     if (const auto& egress = s.plan.process.egress) {
-        send_message(s.sock, ListenersMsg{net::listen_loopback(egress->port, "--egress")});
-        send_message(s.sock, ListenersMsg{net::listen_transparent(egress->transparent_ports)});
+        send_message(s.sock, ListenersMsg{Wire::EgressProxy, 0, net::listen_loopback(egress->port, "--egress")});
+        std::vector<UniqueFd> transparent = net::listen_transparent(egress->transparent_ports);
+        for (size_t i = 0; i < transparent.size(); ++i) {
+            std::vector<UniqueFd> one;
+            one.push_back(std::move(transparent[i]));
+            send_message(s.sock, ListenersMsg{Wire::Transparent, static_cast<uint32_t>(i), std::move(one)});
+        }
         std::vector<UniqueFd> dns;
         dns.push_back(net::dns_socket());
-        send_message(s.sock, ListenersMsg{std::move(dns)});
+        send_message(s.sock, ListenersMsg{Wire::Resolver, 0, std::move(dns)});
     }
 }
 
@@ -321,6 +353,15 @@ void wait_for_block_fd(Setup& s)
     if (s.fds.block)
         wait_for_fd(std::move(s.fds.block));
 }
+
+#ifdef COCOON_TEST_HOOKS
+// Test-only: set-up misbehaves on the setup channel (ns/setup/test_hook.h), once it is done.
+void run_test_hook(Setup& s)
+{
+    if (g_setup_hook)
+        test_hook::misbehave(*g_setup_hook, s.sock, false);
+}
+#endif
 
 // 12. A PID namespace (or --sync-fd/--lock-file, which need a holder that
 // outlives the command's exec): stay as PID 1 to reap, and fork the command
@@ -427,6 +468,9 @@ constexpr Step kSteps[] = {
     {"9 (lock files)", lock_files},
     {"10 (--userns2)", enter_userns2},
     {"11 (--block-fd)", wait_for_block_fd},
+#ifdef COCOON_TEST_HOOKS
+    {"11 (test hook)", run_test_hook},
+#endif
     {"12 (reaper)", fork_command_and_reap},
     {"13 (exec)", exec_here},
 };
@@ -448,6 +492,9 @@ void take_terminal()
 [[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock)
 {
     Setup s{plan, ctx, std::move(fds), report, sock, {}, {}, {}};
+#ifdef COCOON_TEST_HOOKS
+    g_setup_hook = test_hook::setup_hook_from_env();
+#endif
     try {
         for (const Step& step : kSteps) {
             s.step = step.name;
@@ -481,6 +528,9 @@ void pid1_main(const std::vector<std::string>& args)
     if (go >= 0 && ::write(go, "1", 1) != 1)
         ::_exit(1);  // PID 2 then sees EOF and gives up too
     ::close(go);
+#ifdef COCOON_TEST_HOOKS
+    g_setup_hook = test_hook::setup_hook_from_env();
+#endif
     reap(command, args[2] == "1", sock);
 }
 

@@ -1,12 +1,15 @@
 // Unit tests of the setup channel (ns/channel.cc): the error contract across
 // the process boundary (errno, step, text in; SysError or UsageError out) and
 // the decoder's answer to datagrams our setup code never sends.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -165,7 +168,9 @@ TEST(Channel, DecoderRefusesWhatOurSetupNeverSends)
                         "abc",
                         9));  // step longer than the rest
     refuses(std::string("E\xff\xff\xff\xff\0", 6));  // negative errno
-    refuses("L");  // listeners without fds
+    refuses("L");  // a --relay listener without its index
+    refuses("G12");  // an --egress proxy listener, index short
+    refuses(std::string("R\0\0\0\0\0", 6));  // a resolver socket, index long
     refuses("P");  // a pidfd without its fd
     refuses(std::string("D\0\0\0\0", 5));  // a login directory without its fd
     refuses(std::string("S\0\0\0\0", 5), true);  // cut short by the kernel
@@ -191,6 +196,95 @@ TEST(Channel, DecoderRefusesFdsWhereNoneBelong)
     two.emplace_back(::dup(p.a.get()));
     two.emplace_back(::dup(p.a.get()));
     EXPECT_THROW(decode_message("P", std::move(two), false), ProtocolError);
+}
+
+// Each listener kind has its own kind byte and carries its index: the monitor infers nothing from
+// order (ns/monitor/setup_rules.h checks kind, index and fd count).
+TEST(Channel, EachListenerKindArrivesTyped)
+{
+    for (Wire::Kind kind : {Wire::RelayListener, Wire::EgressProxy, Wire::Transparent, Wire::Resolver}) {
+        Pair carried;
+        std::vector<UniqueFd> fds;
+        fds.emplace_back(::dup(carried.a.get()));
+        fds.emplace_back(::dup(carried.a.get()));
+        Message got = round_trip(ListenersMsg{kind, 3, std::move(fds)});
+        auto* listeners = std::get_if<ListenersMsg>(&got);
+        ASSERT_TRUE(listeners) << kind;
+        EXPECT_EQ(listeners->kind, kind);
+        EXPECT_EQ(kind_of(got), kind);
+        EXPECT_EQ(listeners->index, 3U);
+        EXPECT_EQ(fd_count(got), 2U);
+    }
+    EXPECT_EQ(kind_of(StatusMsg{0}), Wire::Status);
+    EXPECT_EQ(kind_of(PidfdMsg{false, {}}), Wire::OwnPidfd);
+    EXPECT_EQ(kind_of(PidfdMsg{true, {}}), Wire::FirstProcessPidfd);
+    EXPECT_EQ(fd_count(LoginDirMsg{}), 1U);
+    EXPECT_EQ(fd_count(NamespacesMsg{}), 0U);
+}
+
+// Security: a refused datagram's fds are closed, never kept: the other end of a pipe they carried
+// sees its last writer gone.
+TEST(Channel, ARefusedDatagramClosesItsFds)
+{
+    const std::string refused[] = {std::string("S\0\0\0\0", 5), std::string("D\0\0\0\0", 5), "P", "\x7f",
+                                   std::string("L\0\0\0\0", 5)};
+    for (size_t i = 0; i < std::size(refused); ++i) {
+        int pipe[2];
+        ASSERT_EQ(::pipe2(pipe, O_CLOEXEC), 0);
+        UniqueFd read_end(pipe[0]);
+        std::vector<UniqueFd> fds;
+        fds.emplace_back(pipe[1]);
+        fds.emplace_back(::dup(pipe[1]));
+        EXPECT_THROW(decode_message(refused[i], std::move(fds), i == std::size(refused) - 1), ProtocolError)
+            << refused[i];
+        char c;
+        EXPECT_EQ(::read(read_end.get(), &c, 1), 0) << refused[i] << ": an fd it carried is still open";
+    }
+}
+
+// Security: a socket the sandbox sends lingers no more once received, so the monitor's close of a
+// refused one never blocks in the kernel (SECURITY.md, "The setup channel").
+TEST(Channel, AReceivedSocketLingersNoMore)
+{
+    UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const linger slow{1, 100000};
+    ASSERT_EQ(::setsockopt(tcp.get(), SOL_SOCKET, SO_LINGER, &slow, sizeof slow), 0);
+    std::vector<UniqueFd> fds;
+    fds.push_back(std::move(tcp));
+    Message got = round_trip(ListenersMsg{Wire::Resolver, 0, std::move(fds)});
+    auto* listeners = std::get_if<ListenersMsg>(&got);
+    ASSERT_TRUE(listeners);
+    ASSERT_EQ(listeners->fds.size(), 1U);
+    linger now{};
+    socklen_t len = sizeof now;
+    ASSERT_EQ(::getsockopt(listeners->fds[0].get(), SOL_SOCKET, SO_LINGER, &now, &len), 0);
+    EXPECT_EQ(now.l_onoff, 0);
+}
+
+// More fds than a sender of ours puts in a datagram all arrive, to be disarmed and closed: none is
+// closed by the kernel inside recvmsg (MSG_CTRUNC), where the receiver could not disarm it.
+TEST(Channel, ADatagramOfTheKernelsMostFdsIsRefusedWhole)
+{
+    Pair p;
+    UniqueFd one(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const std::vector<int> fds(253, one.get());
+    std::string data = "T";
+    iovec iov{data.data(), data.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 253)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    ASSERT_EQ(::sendmsg(p.a.get(), &msg, 0), 1);
+    auto got = receive_message(p.b.get());  // the table, not the decoder, bounds a tmpfs message's fds
+    ASSERT_TRUE(got);
+    EXPECT_EQ(fd_count(*got), 253U);
 }
 
 TEST(Channel, GarbageNeverCrashesTheDecoder)

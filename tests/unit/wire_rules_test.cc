@@ -11,9 +11,9 @@ namespace {
 
 constexpr uint32_t kEarly = 1, kLate = 2;
 constexpr WireRule kRules[] = {
-    {1, "once", kEarly, 1, 0, 0},
-    {2, "listener", kEarly | kLate, 3, 0, 1},
-    {3, "request", kLate, 0, 10, 0},
+    {1, "once", kEarly, 1, 0, 0},    {2, "listener", kEarly | kLate, 3, 0, 1},
+    {3, "request", kLate, 0, 10, 0}, {4, "tmpfs", kEarly, 2, 0, 1, 64},
+    {5, "resolver", 0, 1, 0, 1},  // a row this run does not expect
 };
 
 TEST(WireRules, EachRuleIsEnforced)
@@ -31,6 +31,19 @@ TEST(WireRules, EachRuleIsEnforced)
     EXPECT_EQ(check.admit(2, kEarly, 1, t), "a listener message past its 3 times");
     EXPECT_EQ(check.count(2), 3u);
     EXPECT_EQ(check.count(1), 1u);
+}
+
+TEST(WireRules, AnFdRangeAndARowNotExpected)
+{
+    WireCheck check(kRules);
+    const auto t = RateBound::Clock::now();
+    EXPECT_EQ(check.admit(4, kEarly, 0, t), "a tmpfs message with 0 fds (it carries 1 to 64)");
+    EXPECT_EQ(check.admit(4, kEarly, 65, t), "a tmpfs message with 65 fds (it carries 1 to 64)");
+    EXPECT_EQ(check.admit(4, kEarly, 1, t), "");
+    EXPECT_EQ(check.admit(4, kEarly, 64, t), "");
+    EXPECT_EQ(check.admit(4, kEarly, 64, t), "a tmpfs message past its 2 times");
+    EXPECT_EQ(check.admit(5, kEarly, 1, t), "a resolver message, which this run does not expect");
+    EXPECT_EQ(check.count(5), 0u);
 }
 
 TEST(WireRules, ARateAdmitsItsBurstThenRefills)
