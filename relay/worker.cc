@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <netinet/in.h>
 #include <sys/capability.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -22,6 +23,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <span>
 #include <sstream>
@@ -31,6 +33,8 @@
 #include "relay/egress_log.h"
 #include "relay/fd_message.h"
 #include "relay/host_socket.h"
+#include "relay/upstream.h"
+#include "relay/worker_protocol.h"
 #ifdef COCOON_TEST_HOOKS
 #include <sys/timerfd.h>
 
@@ -42,85 +46,125 @@ namespace {
 
 #include "worker_seccomp.inc"
 
-// control: monitor -> worker.
-struct ControlMsg {
-    // A ListenerKind, or kStop.
-    enum Kind : uint32_t { kStop = 3 };
-    uint32_t kind = 0;
-    uint32_t index = 0;
-};
-// requests: worker -> monitor (a pipe); answers: monitor -> worker.
-struct ConnectMsg {
-    static constexpr uint32_t kConnect = 0x636f6e6e;  // "conn": the one kind of request
-    uint32_t kind = kConnect;
-    uint32_t target = 0;
-};
-static_assert(sizeof(ConnectMsg) <= PIPE_BUF, "a request is written to the pipe in one piece");
-struct ConnectedMsg {
-    int32_t err = 0;
-};
-
 // The fds the worker keeps, at these numbers.
 constexpr int kControlFd = 3, kAnswerFd = 4, kEgressLogFd = 5, kRequestFd = 6;
 // The uid and gid a root caller's worker runs as: the overflow ids, which own nothing.
 constexpr uid_t kUnprivileged = 65534;
 
+[[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
+{
+    const std::string line = prefix + "cocoon: relay worker: " + what + ": " + std::strerror(err) + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    ::_exit(1);
+}
+
 // The worker's end of the request pipe (kRequestFd) and of the answer socket (kAnswerFd), both
-// non-blocking: a request per client goes out and the relay goes on; the answers, in the same
-// order, go to Relay::connected as they come. At most kMaxInFlight requests are unanswered, so the
-// monitor's answers always fit the socket's queue; a client past that waits as for a full backlog
-// (EAGAIN).
+// non-blocking: a request per client goes out and the loop goes on; the answers, in the same
+// order, go to whoever waits at the head of a FIFO: a --relay client (Relay::connected, which
+// keeps its own order) or an --egress client (Egress::upstream_answered, by id). At most
+// kMaxInFlight requests are unanswered, so the monitor's answers always fit the socket's queue; a
+// client past that waits (a --relay client as for a full backlog, an --egress one for the next
+// answer).
 class Broker {
 public:
     static constexpr unsigned kMaxInFlight = 64;
     explicit Broker(size_t buffer_size) : m_buffer_size(buffer_size) {}
 
-    int request(uint32_t target)
+    int request_connect(uint32_t target)
     {
-        if (m_broken)
-            return EPIPE;
-        if (m_in_flight >= kMaxInFlight)
-            return EAGAIN;
-        const ConnectMsg msg{ConnectMsg::kConnect, target};
-        const ssize_t n = ::write(kRequestFd, &msg, sizeof msg);  // whole or not at all: under PIPE_BUF
-        if (n != static_cast<ssize_t>(sizeof msg))
-            return n < 0 && errno == EAGAIN ? EAGAIN : EPIPE;
-        ++m_in_flight;
-        return EINPROGRESS;
+        wire::Request msg;
+        msg.kind = wire::kConnect;
+        msg.target = target;
+        return send(msg, {Waiter::Relay, 0});
+    }
+
+    int request_upstream(uint64_t client, const std::string& name, const sockaddr_storage& address)
+    {
+        wire::Request msg;
+        msg.kind = wire::kUpstream;
+        msg.family = address.ss_family;
+        if (address.ss_family == AF_INET) {
+            const auto& in4 = reinterpret_cast<const sockaddr_in&>(address);
+            msg.port = ntohs(in4.sin_port);
+            std::memcpy(msg.address, &in4.sin_addr, sizeof in4.sin_addr);
+        } else {
+            const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
+            msg.port = ntohs(in6.sin6_port);
+            std::memcpy(msg.address, &in6.sin6_addr, sizeof in6.sin6_addr);
+        }
+        if (name.size() > sizeof msg.name)
+            return EINVAL;
+        msg.name_size = static_cast<uint8_t>(name.size());
+        std::memcpy(msg.name, name.data(), name.size());
+        return send(msg, {Waiter::Egress, client});
     }
 
     // Every answer that has come. False once the monitor's end is gone or broken (the order is
     // lost: every request out fails, and no more are sent).
-    bool take_answers(Relay& relay)
+    bool take_answers(Relay& relay, Egress* egress, WireCheck& check, const std::string& prefix)
     {
         for (;;) {
-            ConnectedMsg answer;
+            wire::Answer answer;
             UniqueFd socket;
             int err = receive_msg(kAnswerFd, answer, std::span(&socket, 1), MSG_DONTWAIT);
             if (err == EAGAIN || err == EWOULDBLOCK)
                 return true;
-            // An answer that fails carries no socket; one that succeeds, one.
-            if (err != 0 || m_in_flight == 0 || (answer.err != 0) == static_cast<bool>(socket)) {
+            if (err == 0 && !m_waiting.empty()) {
+                const std::string wrong =
+                    check.admit(answer.kind, wire::kWorkerServing, socket ? 1 : 0, RateBound::Clock::now());
+                if (!wrong.empty())
+                    fail(prefix, "the monitor sent " + wrong, EBADMSG);
+            }
+            // A failure carries no socket; a socket answer, one.
+            if (err != 0 || m_waiting.empty() || (answer.kind == wire::kFailed) == static_cast<bool>(socket)) {
                 m_broken = true;
                 ::shutdown(kAnswerFd, SHUT_RDWR);
                 ::close(kRequestFd);
-                for (; m_in_flight > 0; --m_in_flight)
-                    relay.connected({}, EPIPE);
+                for (; !m_waiting.empty(); m_waiting.pop_front())
+                    complete(m_waiting.front(), relay, egress, {}, EPIPE, wire::kNotRefused);
                 return false;
             }
-            --m_in_flight;
-            err = answer.err;
+            const Waiter waiter = m_waiting.front();
+            m_waiting.pop_front();
+            err = answer.kind == wire::kFailed ? (answer.err != 0 ? answer.err : EIO) : 0;
             if (err == 0) {
                 const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
                 ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
             }
-            relay.connected(std::move(socket), err);
+            complete(waiter, relay, egress, std::move(socket), err, static_cast<wire::Refusal>(answer.refusal));
         }
     }
 
 private:
+    struct Waiter {
+        enum Kind : uint8_t { Relay, Egress } kind;
+        uint64_t client;  // Egress: its id
+    };
+
+    int send(const wire::Request& msg, Waiter waiter)
+    {
+        if (m_broken)
+            return EPIPE;
+        if (m_waiting.size() >= kMaxInFlight)
+            return EAGAIN;
+        const ssize_t n = ::write(kRequestFd, &msg, sizeof msg);  // whole or not at all: under PIPE_BUF
+        if (n != static_cast<ssize_t>(sizeof msg))
+            return n < 0 && errno == EAGAIN ? EAGAIN : EPIPE;
+        m_waiting.push_back(waiter);
+        return EINPROGRESS;
+    }
+
+    static void complete(const Waiter& waiter, Relay& relay, Egress* egress, UniqueFd socket, int err,
+                         wire::Refusal refusal)
+    {
+        if (waiter.kind == Waiter::Relay)
+            relay.connected(std::move(socket), err);
+        else if (egress)
+            egress->upstream_answered(waiter.client, std::move(socket), err, refusal);
+    }
+
     size_t m_buffer_size;
-    unsigned m_in_flight = 0;
+    std::deque<Waiter> m_waiting;
     bool m_broken = false;
 };
 
@@ -137,7 +181,7 @@ public:
     int connect(UniqueFd& socket) const override
     {
         socket.reset();
-        return m_broker.request(m_index);
+        return m_broker.request_connect(m_index);
     }
 
 private:
@@ -145,13 +189,6 @@ private:
     std::string m_path;
     Broker& m_broker;
 };
-
-[[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
-{
-    const std::string line = prefix + "cocoon: relay worker: " + what + ": " + std::strerror(err) + "\n";
-    (void)!::write(STDERR_FILENO, line.data(), line.size());
-    ::_exit(1);
-}
 
 std::string read_small_file(const char* path)
 {
@@ -309,13 +346,19 @@ void load_allowlist(const std::string& prefix)
                 std::make_shared<BrokeredTarget>(static_cast<uint32_t>(i), options.relay_names[i], broker));
         std::optional<Egress> egress;
         if (options.egress)
-            egress.emplace(std::move(*options.egress), relay);
+            egress.emplace(std::move(*options.egress), relay,
+                           [&broker](uint64_t id, const std::string& name, const sockaddr_storage& address) {
+                               return broker.request_upstream(id, name, address);
+                           });
+        // The monitor's messages, checked against the boundary's table (relay/worker_protocol.h).
+        WireCheck check(wire::rules());
+        uint32_t phase = wire::kWorkerStarting;
         if (::fcntl(kAnswerFd, F_SETFL, O_NONBLOCK) < 0 || ::fcntl(kRequestFd, F_SETFL, O_NONBLOCK) < 0)
             fail(prefix, "fcntl(O_NONBLOCK)", errno);
         load_allowlist(prefix);
         // One wait for everything: the relay's sockets, the monitor's two, the egress proxy's.
         relay.watch(kAnswerFd, [&] {
-            if (!broker.take_answers(relay))
+            if (!broker.take_answers(relay, egress ? &*egress : nullptr, check, prefix))
                 relay.unwatch(kAnswerFd);
         });
         if (egress)
@@ -335,15 +378,22 @@ void load_allowlist(const std::string& prefix)
         }
 #endif
         relay.watch(kControlFd, [&] {
-            ControlMsg msg;
+            wire::Control msg;
             UniqueFd fd;
             const int err = receive_msg(kControlFd, msg, std::span(&fd, 1));
             if (err == ECONNRESET)
                 ::_exit(0);  // the monitor is gone
-            // Stop carries no fd; a listener, one.
-            if (err != 0 || (msg.kind == ControlMsg::kStop) == static_cast<bool>(fd))
-                fail(prefix, "a malformed message from the monitor", err != 0 ? err : EBADMSG);
-            if (msg.kind == ControlMsg::kStop) {
+            if (err != 0)
+                fail(prefix, "a malformed message from the monitor", err);
+            if (std::string wrong = check.admit(msg.kind, phase, fd ? 1 : 0, RateBound::Clock::now()); !wrong.empty())
+                fail(prefix, "the monitor sent " + wrong, EBADMSG);
+            if (msg.kind == wire::kNameServer) {
+                if (egress)
+                    egress->add_name_server(std::move(fd));
+                return;
+            }
+            phase = wire::kWorkerServing;
+            if (msg.kind == wire::kStop) {
                 // What the sandbox sent before it ended and the relay has not yet moved goes
                 // first (bounded: 64 rounds of what is ready now), then every connection ends.
                 relay.unwatch(kControlFd);
@@ -421,7 +471,10 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     // --forward-signals or --die-with-parent) nor any other process of the caller's uid (kill(2)
     // is outside the allowlist). It still dies with the monitor (PR_SET_PDEATHSIG), which reaps it
     // through the pidfd.
-    sys::Cloned child = sys::clone3(CLONE_NEWPID | (identity.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
+    // Security: and into an empty network namespace (lo alone, down): it reaches no address of the
+    // host's; the monitor connects for it (relay/upstream.h).
+    sys::Cloned child =
+        sys::clone3(CLONE_NEWPID | CLONE_NEWNET | (identity.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
     if (child.pid == 0) {
         // Only what the worker needs crosses: its two sockets and pipe, the --egress-log, stderr.
         const int log = options.egress && options.egress->log ? options.egress->log.get() : -1;
@@ -462,6 +515,23 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     m_requests = std::move(requests0);
     ::fcntl(m_answers.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(m_requests.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(m_control.get(), F_SETFL, O_NONBLOCK);
+    if (options.egress) {
+        m_upstream.emplace(options.egress->allow);
+        send_name_servers();
+    }
+}
+
+void Worker::send_name_servers()
+{
+    std::string error;
+    for (UniqueFd& socket : name_server_sockets(error))
+        if (!send_msg(m_control.get(), wire::Control{wire::kNameServer, 0}, socket.get()))
+            break;  // the worker is gone; serve() sees it
+    if (!error.empty()) {
+        const std::string line = m_log_prefix + "cocoon: warning: --egress: " + error + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+    }
 }
 
 Worker::~Worker()
@@ -479,7 +549,7 @@ bool Worker::serve()
         return false;
     // Bounded: a worker that asks faster than this is answered on the next round. A worker keeps
     // at most Broker::kMaxInFlight (64) requests unanswered, so its queue always takes the answers.
-    ConnectMsg batch[64];
+    wire::Request batch[64];
     ssize_t n;
     do
         n = ::read(m_requests.get(), batch, sizeof batch);
@@ -491,22 +561,44 @@ bool Worker::serve()
     // Security: requests are written whole (under PIPE_BUF), so an honest worker's always read
     // whole; anything else, like a kind or a --relay that does not exist, is a worker taken
     // over: it is killed, not answered (OpenSSH's monitor: fatal() on an unexpected request).
-    if (n % static_cast<ssize_t>(sizeof(ConnectMsg)) != 0)
-        return kill_for("a request of a wrong size (" + std::to_string(n % sizeof(ConnectMsg)) + " bytes over)");
-    for (const ConnectMsg& msg : std::span(batch, static_cast<size_t>(n) / sizeof(ConnectMsg))) {
-        if (msg.kind != ConnectMsg::kConnect)
-            return kill_for("a request of an unknown kind (" + std::to_string(msg.kind) + ")");
+    if (n % static_cast<ssize_t>(sizeof(wire::Request)) != 0)
+        return kill_for("a request of a wrong size (" + std::to_string(n % sizeof(wire::Request)) + " bytes over)");
+    for (const wire::Request& msg : std::span(batch, static_cast<size_t>(n) / sizeof(wire::Request)))
+        if (!answer(msg))
+            return false;
+    return true;
+}
+
+bool Worker::answer(const wire::Request& msg)
+{
+    if (std::string wrong = m_check.admit(msg.kind, m_phase, 0, RateBound::Clock::now()); !wrong.empty())
+        return kill_for(wrong);
+    wire::Answer answer;
+    UniqueFd socket;
+    if (msg.kind == wire::kConnect) {
         if (msg.target >= m_targets.size())
             return kill_for("a request for --relay number " + std::to_string(msg.target) + " of " +
                             std::to_string(m_targets.size()));
-        ConnectedMsg answer;
-        UniqueFd socket;
         answer.err = m_targets[msg.target]->connect(socket);
-        // A worker whose queue does not take an answer is broken, and is no longer answered.
-        if (!send_msg(m_answers.get(), answer, answer.err == 0 ? socket.get() : -1))
-            return false;
+    } else {
+        if (!m_upstream)
+            return kill_for("an upstream request without --egress");
+        std::string malformed;
+        UpstreamAnswer decided = m_upstream->decide(msg, malformed);
+        if (!malformed.empty())
+            return kill_for(malformed);
+        answer.err = decided.err;
+        answer.refusal = decided.refusal;
+        socket = std::move(decided.socket);
     }
-    return true;
+    answer.kind = answer.err == 0 ? wire::kSocket : wire::kFailed;
+    // Never blocks (non-blocking); the monitor's copy of the socket closes right after.
+    if (send_msg(m_answers.get(), answer, answer.err == 0 ? socket.get() : -1))
+        return true;
+    // An honest worker keeps at most 64 requests unanswered, which its queue always holds.
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return kill_for("more requests than its answers' queue holds (it does not read them)");
+    return false;  // the worker is gone
 }
 
 bool Worker::kill_for(const std::string& what)
@@ -531,16 +623,29 @@ bool Worker::kill_for(const std::string& what)
 
 void Worker::add_listener(UniqueFd listener, ListenerKind kind, uint32_t index)
 {
-    ControlMsg msg{static_cast<uint32_t>(kind), index};
-    if (!send_msg(m_control.get(), msg, listener.get()))
-        throw SysError(errno, "relay worker: can't hand over a listener");
+    if (!m_killed_for.empty())
+        return;
+    wire::Control msg{static_cast<uint32_t>(kind), index};
+    if (send_msg(m_control.get(), msg, listener.get()))
+        return;
+    // Security: the monitor's end is non-blocking: a worker that does not read its control
+    // messages is killed, not waited for.
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        kill_for("no room for a listener (it does not read its control messages)");
+        return;
+    }
+    throw SysError(errno, "relay worker: can't hand over a listener");
 }
 
 void Worker::stop(const std::string& log_prefix)
 {
     if (!m_pidfd)
         return;
-    send_msg(m_control.get(), ControlMsg{ControlMsg::kStop, 0});
+    m_phase = wire::kMonitorStopping;
+    // A worker whose control queue is full gets no Stop: it is killed at once, not waited for.
+    const bool told = m_killed_for.empty() && send_msg(m_control.get(), wire::Control{wire::kStop, 0});
+    if (!told)
+        ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
     pollfd p{m_pidfd.get(), POLLIN, 0};
     // While it closes, it may still ask for a connection it accepted: answered (then closed).
     pollfd both[2] = {p, {m_killed_for.empty() ? m_requests.get() : -1, POLLIN, 0}};
