@@ -127,7 +127,7 @@ public:
             const Waiter waiter = m_waiting.front();
             m_waiting.pop_front();
             err = answer.kind == wire::kFailed ? (answer.err != 0 ? answer.err : EIO) : 0;
-            if (err == 0) {
+            if (err == 0 && waiter.kind == Waiter::Relay) {  // the Unix socket to a --relay's host socket
                 const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
                 ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
             }
