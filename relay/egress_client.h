@@ -15,6 +15,9 @@
 
 namespace cocoon::relay {
 
+// A client's upstream socket's epoll token: its id with this bit.
+inline constexpr uint64_t kUpstreamBit = uint64_t{1} << 62;
+
 struct Egress::Client {
     uint64_t id = 0;
     UniqueFd fd;

@@ -34,6 +34,7 @@
 #include "relay/fd_message.h"
 #include "relay/host_socket.h"
 #include "relay/upstream.h"
+#include "relay/worker_broker.h"
 #include "relay/worker_protocol.h"
 #ifdef COCOON_TEST_HOOKS
 #include <sys/timerfd.h>
@@ -57,138 +58,6 @@ constexpr uid_t kUnprivileged = 65534;
     (void)!::write(STDERR_FILENO, line.data(), line.size());
     ::_exit(1);
 }
-
-// The worker's end of the request pipe (kRequestFd) and of the answer socket (kAnswerFd), both
-// non-blocking: a request per client goes out and the loop goes on; the answers, in the same
-// order, go to whoever waits at the head of a FIFO: a --relay client (Relay::connected, which
-// keeps its own order) or an --egress client (Egress::upstream_answered, by id). At most
-// kMaxInFlight requests are unanswered, so the monitor's answers always fit the socket's queue; a
-// client past that waits (a --relay client as for a full backlog, an --egress one for the next
-// answer).
-class Broker {
-public:
-    static constexpr unsigned kMaxInFlight = 64;
-    explicit Broker(size_t buffer_size) : m_buffer_size(buffer_size) {}
-
-    int request_connect(uint32_t target)
-    {
-        wire::Request msg;
-        msg.kind = wire::kConnect;
-        msg.target = target;
-        return send(msg, {Waiter::Relay, 0});
-    }
-
-    int request_upstream(uint64_t client, const std::string& name, const sockaddr_storage& address)
-    {
-        wire::Request msg;
-        msg.kind = wire::kUpstream;
-        msg.family = address.ss_family;
-        if (address.ss_family == AF_INET) {
-            const auto& in4 = reinterpret_cast<const sockaddr_in&>(address);
-            msg.port = ntohs(in4.sin_port);
-            std::memcpy(msg.address, &in4.sin_addr, sizeof in4.sin_addr);
-        } else {
-            const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
-            msg.port = ntohs(in6.sin6_port);
-            std::memcpy(msg.address, &in6.sin6_addr, sizeof in6.sin6_addr);
-        }
-        if (name.size() > sizeof msg.name)
-            return EINVAL;
-        msg.name_size = static_cast<uint8_t>(name.size());
-        std::memcpy(msg.name, name.data(), name.size());
-        return send(msg, {Waiter::Egress, client});
-    }
-
-    // Every answer that has come. False once the monitor's end is gone or broken (the order is
-    // lost: every request out fails, and no more are sent).
-    bool take_answers(Relay& relay, Egress* egress, WireCheck& check, const std::string& prefix)
-    {
-        for (;;) {
-            wire::Answer answer;
-            UniqueFd socket;
-            int err = receive_msg(kAnswerFd, answer, std::span(&socket, 1), MSG_DONTWAIT);
-            if (err == EAGAIN || err == EWOULDBLOCK)
-                return true;
-            if (err == 0 && !m_waiting.empty()) {
-                const std::string wrong =
-                    check.admit(answer.kind, wire::kWorkerServing, socket ? 1 : 0, RateBound::Clock::now());
-                if (!wrong.empty())
-                    fail(prefix, "the monitor sent " + wrong, EBADMSG);
-            }
-            // A failure carries no socket; a socket answer, one.
-            if (err != 0 || m_waiting.empty() || (answer.kind == wire::kFailed) == static_cast<bool>(socket)) {
-                m_broken = true;
-                ::shutdown(kAnswerFd, SHUT_RDWR);
-                ::close(kRequestFd);
-                for (; !m_waiting.empty(); m_waiting.pop_front())
-                    complete(m_waiting.front(), relay, egress, {}, EPIPE, wire::kNotRefused);
-                return false;
-            }
-            const Waiter waiter = m_waiting.front();
-            m_waiting.pop_front();
-            err = answer.kind == wire::kFailed ? (answer.err != 0 ? answer.err : EIO) : 0;
-            if (err == 0 && waiter.kind == Waiter::Relay) {  // the Unix socket to a --relay's host socket
-                const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
-                ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-            }
-            complete(waiter, relay, egress, std::move(socket), err, static_cast<wire::Refusal>(answer.refusal));
-        }
-    }
-
-private:
-    struct Waiter {
-        enum Kind : uint8_t { Relay, Egress } kind;
-        uint64_t client;  // Egress: its id
-    };
-
-    int send(const wire::Request& msg, Waiter waiter)
-    {
-        if (m_broken)
-            return EPIPE;
-        if (m_waiting.size() >= kMaxInFlight)
-            return EAGAIN;
-        const ssize_t n = ::write(kRequestFd, &msg, sizeof msg);  // whole or not at all: under PIPE_BUF
-        if (n != static_cast<ssize_t>(sizeof msg))
-            return n < 0 && errno == EAGAIN ? EAGAIN : EPIPE;
-        m_waiting.push_back(waiter);
-        return EINPROGRESS;
-    }
-
-    static void complete(const Waiter& waiter, Relay& relay, Egress* egress, UniqueFd socket, int err,
-                         wire::Refusal refusal)
-    {
-        if (waiter.kind == Waiter::Relay)
-            relay.connected(std::move(socket), err);
-        else if (egress)
-            egress->upstream_answered(waiter.client, std::move(socket), err, refusal);
-    }
-
-    size_t m_buffer_size;
-    std::deque<Waiter> m_waiting;
-    bool m_broken = false;
-};
-
-// --relay's target as the confined worker reaches it: the monitor connects a socket of its own
-// making to the pinned host socket and hands it over.
-class BrokeredTarget : public Target {
-public:
-    BrokeredTarget(uint32_t index, std::string path, Broker& broker)
-        : m_index(index), m_path(std::move(path)), m_broker(broker)
-    {
-    }
-    bool takes_socket() const override { return false; }
-    const std::string& path() const override { return m_path; }
-    int connect(UniqueFd& socket) const override
-    {
-        socket.reset();
-        return m_broker.request_connect(m_index);
-    }
-
-private:
-    uint32_t m_index;
-    std::string m_path;
-    Broker& m_broker;
-};
 
 std::string read_small_file(const char* path)
 {
@@ -339,7 +208,7 @@ void load_allowlist(const std::string& prefix)
                 (void)!::write(STDERR_FILENO, text.data(), text.size());
             };
         Relay relay(options.relay);
-        Broker broker(options.relay.buffer_size);
+        Broker broker(options.relay.buffer_size, kRequestFd, kAnswerFd);
         std::vector<std::shared_ptr<const Target>> targets;
         for (size_t i = 0; i < options.relay_names.size(); ++i)
             targets.push_back(
@@ -358,7 +227,7 @@ void load_allowlist(const std::string& prefix)
         load_allowlist(prefix);
         // One wait for everything: the relay's sockets, the monitor's two, the egress proxy's.
         relay.watch(kAnswerFd, [&] {
-            if (!broker.take_answers(relay, egress ? &*egress : nullptr, check, prefix))
+            if (!broker.take_answers(relay, egress ? &*egress : nullptr, check))
                 relay.unwatch(kAnswerFd);
         });
         if (egress)
@@ -516,14 +385,14 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     ::fcntl(m_answers.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(m_requests.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(m_control.get(), F_SETFL, O_NONBLOCK);
-    if (options.egress) {
-        m_upstream.emplace(options.egress->allow);
-        send_name_servers();
-    }
+    start_upstream(options.egress);
 }
 
-void Worker::send_name_servers()
+void Worker::start_upstream(const std::optional<EgressOptions>& egress)
 {
+    if (!egress)
+        return;
+    m_upstream.emplace(egress->allow);
     std::string error;
     for (UniqueFd& socket : name_server_sockets(error))
         if (!send_msg(m_control.get(), wire::Control{wire::kNameServer, 0}, socket.get()))

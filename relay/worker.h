@@ -112,8 +112,9 @@ private:
     WireCheck m_check{wire::rules()};
     uint32_t m_phase = wire::kMonitorServing;
 
-    // Hands the worker's resolver the host's name servers (relay/upstream.h), right after the clone.
-    void send_name_servers();
+    // With --egress: the monitor's upstream decision, and the host's name servers handed to the
+    // worker's resolver (relay/upstream.h), right after the clone.
+    void start_upstream(const std::optional<EgressOptions>& egress);
     // Answers one request; false when the worker was killed for it, or is gone.
     bool answer(const wire::Request& request);
 

@@ -104,6 +104,72 @@ int lingering_socket(uint16_t port, int requests, int answers, const std::string
     return fd;
 }
 
+// connect-host: socket(2) and connect(2) to the host's 127.0.0.1:port.
+void connect_host(long port, const std::string& prefix)
+{
+    // The host's network, directly: no socket(2) in the allowlist (SIGSYS), and none to reach
+    // in the worker's network namespace.
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    say(prefix, "socket(AF_INET)", fd);
+    say(prefix, "connect(127.0.0.1:" + std::to_string(port) + ")",
+        ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr));
+}
+
+// ask-upstream: requests the monitor must refuse, one line per answer.
+void ask_upstream(uint16_t port, int requests, int answers, const std::string& prefix)
+{
+    // Upstream requests an honest worker never writes: each must come back refused.
+    const struct {
+        const char* what;
+        wire::Request msg;
+    } asks[] = {
+        {"127.0.0.1 (an IP literal)", upstream("", "127.0.0.1", port)},
+        {"off.test (not on the allowlist) at 127.0.0.1", upstream("off.test", "127.0.0.1", port)},
+        {"example.test at 127.0.0.1", upstream("example.test", "127.0.0.1", port)},
+        {"example.test at 169.254.169.254", upstream("example.test", "169.254.169.254", port)},
+    };
+    for (const auto& each : asks) {
+        UniqueFd socket;
+        wire::Answer answer;
+        const int err = ask(requests, answers, each.msg, socket, answer);
+        const std::string line = prefix + "cocoon: relay worker: test hook: upstream " + each.what + " port " +
+                                 std::to_string(port) + ": " +
+                                 (err == 0 ? std::string("a socket") : std::strerror(err)) + " (refusal " +
+                                 std::to_string(answer.refusal) + ")\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+    }
+    say(prefix, "upstream requests", 0);
+}
+
+// flood: refused requests as fast as they are answered.
+void flood(int requests, int answers, const std::string& prefix)
+{
+    // Upstream requests as fast as the monitor answers them (refused: a name off the
+    // allowlist), at most 32 unanswered, until the monitor kills the worker.
+    const wire::Request msg = upstream("off.test", "192.0.2.1", 443);
+    unsigned long sent = 0, answered = 0;
+    for (;;) {
+        while (sent - answered < 32) {
+            if (::write(requests, &msg, sizeof msg) != static_cast<ssize_t>(sizeof msg))
+                break;
+            ++sent;
+        }
+        pollfd ready{answers, POLLIN, 0};
+        if (::poll(&ready, 1, 1000) != 1) {
+            say(prefix, "flood: no answer after " + std::to_string(sent) + " requests", -1);
+            return;
+        }
+        wire::Answer answer;
+        UniqueFd none;
+        while (receive_msg(answers, answer, std::span(&none, 1), MSG_DONTWAIT) == 0)
+            ++answered;
+    }
+}
+
 }  // namespace
 
 std::optional<Hook> from_env(pid_t monitor)
@@ -156,60 +222,11 @@ void misbehave(const Hook& hook, int control, int answers, int requests, const s
             say(prefix, "kill(getppid() " + std::to_string(parent) + ", SIGSTOP)", ::kill(parent, SIGSTOP));
         say(prefix, "kill(monitor " + std::to_string(hook.monitor) + ", SIGSTOP)", ::kill(hook.monitor, SIGSTOP));
     } else if (hook.mode == "connect-host") {
-        // The host's network, directly: no socket(2) in the allowlist (SIGSYS), and none to reach
-        // in the worker's network namespace.
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(static_cast<uint16_t>(hook.arg));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        say(prefix, "socket(AF_INET)", fd);
-        say(prefix, "connect(127.0.0.1:" + std::to_string(hook.arg) + ")",
-            ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr));
+        connect_host(hook.arg, prefix);
     } else if (hook.mode == "ask-upstream") {
-        // Upstream requests an honest worker never writes: each must come back refused.
-        const uint16_t port = static_cast<uint16_t>(hook.arg);
-        const struct {
-            const char* what;
-            wire::Request msg;
-        } asks[] = {
-            {"127.0.0.1 (an IP literal)", upstream("", "127.0.0.1", port)},
-            {"off.test (not on the allowlist) at 127.0.0.1", upstream("off.test", "127.0.0.1", port)},
-            {"example.test at 127.0.0.1", upstream("example.test", "127.0.0.1", port)},
-            {"example.test at 169.254.169.254", upstream("example.test", "169.254.169.254", port)},
-        };
-        for (const auto& each : asks) {
-            UniqueFd socket;
-            wire::Answer answer;
-            const int err = ask(requests, answers, each.msg, socket, answer);
-            const std::string line = prefix + "cocoon: relay worker: test hook: upstream " + each.what + " port " +
-                                     std::to_string(port) + ": " +
-                                     (err == 0 ? std::string("a socket") : std::strerror(err)) + " (refusal " +
-                                     std::to_string(answer.refusal) + ")\n";
-            (void)!::write(STDERR_FILENO, line.data(), line.size());
-        }
-        say(prefix, "upstream requests", 0);
+        ask_upstream(static_cast<uint16_t>(hook.arg), requests, answers, prefix);
     } else if (hook.mode == "flood") {
-        // Upstream requests as fast as the monitor answers them (refused: a name off the
-        // allowlist), at most 32 unanswered, until the monitor kills the worker.
-        const wire::Request msg = upstream("off.test", "192.0.2.1", 443);
-        unsigned long sent = 0, answered = 0;
-        for (;;) {
-            while (sent - answered < 32) {
-                if (::write(requests, &msg, sizeof msg) != static_cast<ssize_t>(sizeof msg))
-                    break;
-                ++sent;
-            }
-            pollfd ready{answers, POLLIN, 0};
-            if (::poll(&ready, 1, 1000) != 1) {
-                say(prefix, "flood: no answer after " + std::to_string(sent) + " requests", -1);
-                return;
-            }
-            wire::Answer answer;
-            UniqueFd none;
-            while (receive_msg(answers, answer, std::span(&none, 1), MSG_DONTWAIT) == 0)
-                ++answered;
-        }
+        flood(requests, answers, prefix);
     } else if (hook.mode == "kill-all") {
         say(prefix, "kill(-1, SIGKILL)", ::kill(-1, SIGKILL));
     } else {
