@@ -2,14 +2,14 @@
 // log in egress_log.cc). Runs in the confined relay worker (relay/worker.h).
 // Security: everything a client sends is hostile. The head is read into a buffer capped at
 // kMaxRequestHead, with a deadline; the parser looks only at the bytes it was given; a name is
-// resolved on the host and the worker connects to the very address it checked (no second
-// lookup that a rebinding DNS server could answer differently).
+// resolved through the host's name servers and the monitor connects to the very address the worker
+// checked, after checking it again (no second lookup that a rebinding DNS server could answer
+// differently; relay/upstream.h).
 #include "relay/egress.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
-#include <ifaddrs.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -64,8 +64,7 @@ const char* reason_phrase(int status)
 constexpr uint64_t kTimerToken = 1;
 constexpr uint64_t kResolverToken = 2;
 constexpr uint64_t kLogToken = 3;
-// A client's upstream socket: its id with this bit.
-constexpr uint64_t kUpstream = uint64_t{1} << 62;
+constexpr uint64_t kUpstream = kUpstreamBit;
 constexpr uint64_t kListenerBase = 16;  // + listener index
 constexpr uint64_t kFirstClient = 1 << 20;
 // Accepts per second at most (the rest wait in the listen backlog), against a sandbox that
@@ -73,16 +72,14 @@ constexpr uint64_t kFirstClient = 1 << 20;
 constexpr size_t kAcceptsPerSecond = 2000;
 // How long the listeners rest after accept4 failed for want of fds (the timer's period).
 constexpr std::chrono::milliseconds kAcceptPause{250};
-// The host's own addresses are read again at most this often (an interface may come up later).
-constexpr std::chrono::seconds kOwnAddressesMaxAge{1};
 // At the end, how long the summary may wait for a slow --egress-log reader.
 constexpr int kLogDrainMs = 1000;
 
 }  // namespace
 
-Egress::Egress(EgressOptions options, Relay& relay)
+Egress::Egress(EgressOptions options, Relay& relay, AskUpstream ask)
     : m_options(std::move(options)), m_policy(m_options.allow), m_log(std::move(m_options.log)), m_relay(relay),
-      m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1 (egress)"))),
+      m_ask(std::move(ask)), m_epoll(static_cast<int>(check(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1 (egress)"))),
       m_timer(static_cast<int>(
           check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create (egress)"))),
       m_resolver(std::make_unique<Resolver>())
@@ -99,7 +96,6 @@ Egress::Egress(EgressOptions options, Relay& relay)
         ev.data.u64 = kLogToken;
         m_log_in_epoll = ::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, m_log.poll_fd(), &ev) == 0;
     }
-    refresh_own_addresses();
     // Deadlines and the accept rate are looked at every 250 ms.
     itimerspec every{{0, 250'000'000}, {0, 250'000'000}};
     check(::timerfd_settime(m_timer.get(), 0, &every, nullptr), "timerfd_settime (egress)");
@@ -283,8 +279,8 @@ void Egress::on_resolved()
             refuse(c, 502, EgressResult::Unresolved, "can't resolve " + c.request.host + ": " + res.error);
             continue;
         }
-        // Security: EgressPolicy::admit refuses the host's own addresses and internal ones.
-        refresh_own_addresses();
+        // Security: EgressPolicy::admit refuses internal addresses; the host's own addresses, which
+        // the worker cannot see from its empty network namespace, the monitor refuses.
         std::string refused;
         c.candidates = m_policy.admit(c.request.host, res.addresses, c.request.port, refused);
         if (c.candidates.empty()) {
@@ -293,31 +289,6 @@ void Egress::on_resolved()
         }
         start_connect(c);
     }
-}
-
-// Connects to the next candidate address, non-blocking; on_connected sees the outcome.
-void Egress::start_connect(Client& c)
-{
-    while (!c.candidates.empty()) {
-        c.target = c.candidates.front();
-        c.candidates.erase(c.candidates.begin());
-        UniqueFd fd(::socket(c.target.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        if (!fd)
-            continue;
-        const socklen_t len = c.target.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-        if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&c.target), len) < 0 && errno != EINPROGRESS)
-            continue;
-        epoll_event ev{};
-        ev.events = EPOLLOUT | EPOLLRDHUP;
-        ev.data.u64 = c.id | kUpstream;
-        if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, fd.get(), &ev) < 0)
-            continue;
-        c.upstream = std::move(fd);
-        c.state = Client::State::Connecting;
-        c.deadline = Clock::now() + m_options.head_timeout;
-        return;
-    }
-    refuse(c, 502, EgressResult::Unreachable, "can't connect to " + c.key());
 }
 
 void Egress::on_connected(Client& c)
@@ -353,6 +324,7 @@ bool Egress::upstream_ready(Client& c)
     if (err != 0) {
         ::epoll_ctl(m_epoll.get(), EPOLL_CTL_DEL, c.upstream.get(), nullptr);
         c.upstream.reset();
+        c.failed = true;
         if (!c.candidates.empty())
             start_connect(c);
         else
@@ -464,6 +436,7 @@ void Egress::on_timer()
     }
     m_log.flush();
     sync_log();
+    ask_waiting();
     if (m_resolver_socket) {
         count_dropped_questions(false);
         if (!m_resolver_watched && m_questions.ready(now))
@@ -529,28 +502,6 @@ void Egress::sync_log()
     ev.data.u64 = kLogToken;
     if (::epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, m_log.poll_fd(), &ev) == 0)
         m_log_watched = want;
-}
-
-void Egress::refresh_own_addresses()
-{
-    const Clock::time_point now = Clock::now();
-    if (m_own_read != Clock::time_point{} && now - m_own_read < kOwnAddressesMaxAge)
-        return;
-    m_own_read = now;
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) < 0)
-        return;  // the addresses read before stay
-    std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> owned(list, &::freeifaddrs);
-    std::vector<sockaddr_storage> own;
-    for (const ifaddrs* each = list; each; each = each->ifa_next) {
-        if (!each->ifa_addr || (each->ifa_addr->sa_family != AF_INET && each->ifa_addr->sa_family != AF_INET6))
-            continue;
-        sockaddr_storage address{};
-        std::memcpy(&address, each->ifa_addr,
-                    each->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-        own.push_back(address);
-    }
-    m_policy.set_own_addresses(std::move(own));
 }
 
 void Egress::close_all()

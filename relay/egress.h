@@ -1,8 +1,9 @@
 // --egress PORT: an HTTP proxy outside the sandbox. The sandbox's clients speak HTTP proxy to
 // 127.0.0.1:PORT and [::1]:PORT (CONNECT host:port for HTTPS, absolute-URI requests for plain
-// HTTP); the proxy checks each target against --egress-allow, resolves it on the host, connects
-// to the address it checked, and hands both sockets to the relay engine. Runs in the confined
-// relay worker (relay/worker.h).
+// HTTP); the proxy checks each target against --egress-allow, resolves it (through the host's name
+// servers, on sockets the monitor made), asks the monitor to connect to the address it checked
+// (the monitor checks again and connects: relay/upstream.h), and hands both sockets to the relay
+// engine. Runs in the confined relay worker (relay/worker.h), which has no network of its own.
 //
 // The parts that decide (the request parser, relay/proxy_request.h; the allowlist and the address
 // classes, relay/egress_policy.h) are pure functions, unit-tested and fuzzed; Egress is the event
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +29,7 @@
 #include "relay/egress_log.h"
 #include "relay/egress_policy.h"
 #include "relay/proxy_request.h"
+#include "relay/worker_protocol.h"
 #include "base/rate_bound.h"
 
 namespace cocoon::relay {
@@ -66,7 +69,12 @@ public:
     static constexpr double kQuestionsPerSecond = 2000;
     static constexpr double kQuestionBurst = 2000;
 
-    Egress(EgressOptions options, Relay& relay);
+    // Asks the monitor for a socket connecting to `address` (its port set) for client `id`, on
+    // behalf of `name` (empty for an IP literal): EINPROGRESS (the answer comes to
+    // upstream_answered, in order), EAGAIN (too many asked: asked again later) or an errno.
+    using AskUpstream = std::function<int(uint64_t id, const std::string& name, const sockaddr_storage& address)>;
+
+    Egress(EgressOptions options, Relay& relay, AskUpstream ask);
     ~Egress();
     Egress(const Egress&) = delete;
     Egress& operator=(const Egress&) = delete;
@@ -76,6 +84,11 @@ public:
     void add_listener(UniqueFd listener, bool transparent = false);
     // The transparent resolver's UDP socket on the sandbox's 127.0.0.1:53 (relay/dns.h).
     void add_resolver(UniqueFd socket);
+    // A UDP socket the monitor connected to one of the host's name servers (Resolver).
+    void add_name_server(UniqueFd socket);
+    // The monitor's answer to client `id`'s upstream request: a socket whose connect is in
+    // progress, or err (EACCES with `refusal`: the monitor refused the address).
+    void upstream_answered(uint64_t id, UniqueFd socket, int err, wire::Refusal refusal);
     int epoll_fd() const { return m_epoll.get(); }
     void run_once();
     // Ends every handshake and writes the summary line to the log.
@@ -103,6 +116,9 @@ private:
     void read_head(Client& c);
     void decide(Client& c);
     void start_connect(Client& c);
+    bool ask(Client& c);
+    // Asks again for the clients whose request did not fit (EAGAIN).
+    void ask_waiting();
     void on_connected(Client& c);
     bool upstream_ready(Client& c);
     void hand_over(Client& c);
@@ -114,14 +130,14 @@ private:
     void log_line(const Client& c, EgressResult result, const std::string& reason, uint64_t up, uint64_t down);
     void sync_listeners();
     void sync_log();
-    void refresh_own_addresses();
 
     EgressOptions m_options;
     EgressPolicy m_policy;
     EgressLog m_log;
     bool m_log_in_epoll = false, m_log_watched = false;
-    Clock::time_point m_own_read{};
     Relay& m_relay;
+    AskUpstream m_ask;
+    std::deque<uint64_t> m_waiting;  // clients to ask for again: the monitor had too many requests
     UniqueFd m_epoll, m_timer;
     std::vector<UniqueFd> m_listeners;
     std::vector<bool> m_transparent;  // by listener index

@@ -15,16 +15,22 @@
 
 namespace cocoon::relay {
 
+// A client's upstream socket's epoll token: its id with this bit.
+inline constexpr uint64_t kUpstreamBit = uint64_t{1} << 62;
+
 struct Egress::Client {
     uint64_t id = 0;
     UniqueFd fd;
     UniqueFd upstream;
-    enum class State { Head, Resolving, Connecting, Sending } state = State::Head;
+    // Asking: waiting for the monitor's socket for `target`.
+    enum class State { Head, Resolving, Asking, Connecting, Sending } state = State::Head;
     std::string buffer;  // the head as received, then what is still to send upstream
     size_t head_size = 0;
     ProxyRequest request;
     std::vector<sockaddr_storage> candidates;
     sockaddr_storage target{};
+    std::string refused;  // why the monitor refused the first address it refused, if it did
+    bool failed = false;  // an address that was not refused failed to connect
     Clock::time_point deadline;
     Clock::time_point started;
     uint64_t sent = 0;  // bytes sent upstream before the relay took over

@@ -5,8 +5,8 @@
 // Security: a question is read into a fixed buffer and parsed by parse_dns_query alone; at most
 // kQuestionsPerWake are answered per wake and Egress::kQuestionsPerSecond a second (the rest wait
 // unread, and the kernel drops what the socket does not hold: counted), and the names that get an
-// address are capped (SyntheticNames::kMaxNames). A transparent client is checked, resolved on the
-// host and connected exactly as a CONNECT is: the same policy, the same log.
+// address are capped (SyntheticNames::kMaxNames). A transparent client is checked, resolved and
+// connected (by the monitor) exactly as a CONNECT is: the same policy, the same log.
 #include <arpa/inet.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
@@ -18,6 +18,7 @@
 #include "base/sys_error.h"
 #include "relay/egress.h"
 #include "relay/egress_client.h"
+#include "relay/resolver.h"
 
 namespace cocoon::relay {
 
@@ -42,6 +43,11 @@ void Egress::add_resolver(UniqueFd socket)
     check(::epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, socket.get(), &ev), "epoll_ctl (egress resolver)");
     m_resolver_socket = std::move(socket);
     m_resolver_watched = true;
+}
+
+void Egress::add_name_server(UniqueFd socket)
+{
+    m_resolver->add_name_server(std::move(socket));
 }
 
 void Egress::watch_resolver(bool want)

@@ -5,7 +5,9 @@
 #include <ares.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -75,6 +77,62 @@ void Resolver::resolve(uint64_t id, const std::string& host, uint16_t port)
     signal_fd(m_wake.get());
 }
 
+void Resolver::add_name_server(UniqueFd socket)
+{
+    NameServer server;
+    socklen_t length = sizeof server.peer;
+    if (::getpeername(socket.get(), reinterpret_cast<sockaddr*>(&server.peer), &length) < 0)
+        return;  // not a connected socket: c-ares will find no server there
+    server.socket = std::move(socket);
+    std::lock_guard lock(m_servers_mutex);
+    m_servers.push_back(std::move(server));
+}
+
+// c-ares (1.18: ares__open_socket, then ares__connect_socket to the server's address, with no
+// socket option set on a socket of these functions') asks for a socket of a family, then connects
+// it: it gets a copy of a name server's socket of that family, and at the connect, the copy of
+// the one connected to that address takes its fd number. Anything else fails as a socket the
+// kernel refused would: a TCP socket (EACCES; ARES_FLAG_IGNTC asks for none), a server the
+// monitor handed no socket for (ECONNREFUSED).
+int Resolver::open_socket(int family, int type, int, void* self)
+{
+    auto& resolver = *static_cast<Resolver*>(self);
+    if (type != SOCK_DGRAM) {
+        errno = EACCES;
+        return -1;
+    }
+    std::lock_guard lock(resolver.m_servers_mutex);
+    for (const NameServer& server : resolver.m_servers)
+        if (server.peer.ss_family == family)
+            return ::fcntl(server.socket.get(), F_DUPFD_CLOEXEC, 0);
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
+int Resolver::connect_socket(int fd, const sockaddr* address, socklen_t length, void* self)
+{
+    auto& resolver = *static_cast<Resolver*>(self);
+    std::lock_guard lock(resolver.m_servers_mutex);
+    for (const NameServer& server : resolver.m_servers) {
+        const bool same =
+            address->sa_family == AF_INET && server.peer.ss_family == AF_INET && length >= sizeof(sockaddr_in)
+                ? reinterpret_cast<const sockaddr_in*>(address)->sin_port ==
+                          reinterpret_cast<const sockaddr_in&>(server.peer).sin_port &&
+                      reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr ==
+                          reinterpret_cast<const sockaddr_in&>(server.peer).sin_addr.s_addr
+            : address->sa_family == AF_INET6 && server.peer.ss_family == AF_INET6 && length >= sizeof(sockaddr_in6)
+                ? reinterpret_cast<const sockaddr_in6*>(address)->sin6_port ==
+                          reinterpret_cast<const sockaddr_in6&>(server.peer).sin6_port &&
+                      std::memcmp(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr,
+                                  &reinterpret_cast<const sockaddr_in6&>(server.peer).sin6_addr, sizeof(in6_addr)) == 0
+                : false;
+        if (same)
+            return ::dup3(server.socket.get(), fd, O_CLOEXEC) < 0 ? -1 : 0;
+    }
+    errno = ECONNREFUSED;
+    return -1;
+}
+
 std::vector<Resolution> Resolver::take()
 {
     drain_fd(m_ready.get());
@@ -87,15 +145,35 @@ namespace {
 using Channel = std::unique_ptr<std::remove_pointer_t<ares_channel>, ChannelDeleter>;
 
 // The c-ares channel, or none with init_error saying why (each query is then answered with it).
-Channel make_channel(std::string& init_error)
+// Its sockets come from `functions` (the monitor's name-server sockets); UDP only.
+Channel make_channel(std::string& init_error, const ares_socket_functions& functions, void* user)
 {
     ares_channel raw = nullptr;
     ares_options options{};
     options.timeout = 2000;  // ms per try
     options.tries = 2;
-    const int init = ares_init_options(&raw, &options, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
+    options.flags = ARES_FLAG_IGNTC;
+    const int init = ares_init_options(&raw, &options, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
     init_error = init == ARES_SUCCESS ? "" : std::string("c-ares: ") + ares_strerror(init);
+    if (init == ARES_SUCCESS)
+        ares_set_socket_functions(raw, &functions, user);
     return Channel(init == ARES_SUCCESS ? raw : nullptr);
+}
+
+int close_socket(ares_socket_t fd, void*)
+{
+    return ::close(fd);
+}
+
+ares_ssize_t receive_from(ares_socket_t fd, void* buffer, size_t size, int flags, sockaddr* from,
+                          ares_socklen_t* from_size, void*)
+{
+    return ::recvfrom(fd, buffer, size, flags, from, from_size);
+}
+
+ares_ssize_t send_vector(ares_socket_t fd, const iovec* parts, int count, void*)
+{
+    return ::writev(fd, parts, count);
 }
 
 // The IPv4 and IPv6 addresses of an answer, in its order, each with `port` set.
@@ -186,7 +264,10 @@ void Resolver::on_done(void* arg, int status, int, ares_addrinfo* info)
 void Resolver::run()
 {
     std::string init_error;
-    const Channel channel = make_channel(init_error);
+    // Static: c-ares keeps the pointer for the channel's life.
+    static const ares_socket_functions functions = {open_socket, close_socket, connect_socket, receive_from,
+                                                    send_vector};
+    const Channel channel = make_channel(init_error, functions, this);
     for (;;) {
         std::deque<Query> queries;
         {

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <linux/close_range.h>
+#include <netinet/in.h>
 #include <sys/capability.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -25,6 +26,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <span>
 #include <sstream>
@@ -34,6 +36,9 @@
 #include "relay/egress_log.h"
 #include "relay/fd_message.h"
 #include "relay/host_socket.h"
+#include "relay/upstream.h"
+#include "relay/worker_broker.h"
+#include "relay/worker_protocol.h"
 #ifdef COCOON_TEST_HOOKS
 #include <sys/timerfd.h>
 
@@ -45,24 +50,6 @@ namespace cocoon::relay {
 namespace {
 
 #include "worker_seccomp.inc"
-
-// control: monitor -> worker.
-struct ControlMsg {
-    // A ListenerKind, or kStop.
-    enum Kind : uint32_t { kStop = 3 };
-    uint32_t kind = 0;
-    uint32_t index = 0;
-};
-// requests: worker -> monitor (a pipe); answers: monitor -> worker.
-struct ConnectMsg {
-    static constexpr uint32_t kConnect = 0x636f6e6e;  // "conn": the one kind of request
-    uint32_t kind = kConnect;
-    uint32_t target = 0;
-};
-static_assert(sizeof(ConnectMsg) <= PIPE_BUF, "a request is written to the pipe in one piece");
-struct ConnectedMsg {
-    int32_t err = 0;
-};
 
 // The fds the exec'd worker starts with, at these numbers (0 and 1 are /dev/null, 2 the pipe the
 // monitor forwards, relay/worker_stderr.h). kEgressLogFd is /dev/null without --egress-log: the
@@ -76,87 +63,6 @@ static_assert(kEgressLogFd == 5, "relay/worker_seccomp_gen.cc's kLogFd");
 // setuid or setgid, tools/cocoon/entry.cc), so it holds no right its invoker lacked; a missing or
 // malformed blob is one line on stderr and exit status 1.
 constexpr const char* kWorkerMode = "--internal-relay-worker";
-
-// The worker's end of the request pipe (kRequestFd) and of the answer socket (kAnswerFd), both
-// non-blocking: a request per client goes out and the relay goes on; the answers, in the same
-// order, go to Relay::connected as they come. At most kMaxInFlight requests are unanswered, so the
-// monitor's answers always fit the socket's queue; a client past that waits as for a full backlog
-// (EAGAIN).
-class Broker {
-public:
-    static constexpr unsigned kMaxInFlight = 64;
-    explicit Broker(size_t buffer_size) : m_buffer_size(buffer_size) {}
-
-    int request(uint32_t target)
-    {
-        if (m_broken)
-            return EPIPE;
-        if (m_in_flight >= kMaxInFlight)
-            return EAGAIN;
-        const ConnectMsg msg{ConnectMsg::kConnect, target};
-        const ssize_t n = ::write(kRequestFd, &msg, sizeof msg);  // whole or not at all: under PIPE_BUF
-        if (n != static_cast<ssize_t>(sizeof msg))
-            return n < 0 && errno == EAGAIN ? EAGAIN : EPIPE;
-        ++m_in_flight;
-        return EINPROGRESS;
-    }
-
-    // Every answer that has come. False once the monitor's end is gone or broken (the order is
-    // lost: every request out fails, and no more are sent).
-    bool take_answers(Relay& relay)
-    {
-        for (;;) {
-            ConnectedMsg answer;
-            UniqueFd socket;
-            int err = receive_msg(kAnswerFd, answer, std::span(&socket, 1), MSG_DONTWAIT);
-            if (err == EAGAIN || err == EWOULDBLOCK)
-                return true;
-            // An answer that fails carries no socket; one that succeeds, one.
-            if (err != 0 || m_in_flight == 0 || (answer.err != 0) == static_cast<bool>(socket)) {
-                m_broken = true;
-                ::shutdown(kAnswerFd, SHUT_RDWR);
-                ::close(kRequestFd);
-                for (; m_in_flight > 0; --m_in_flight)
-                    relay.connected({}, EPIPE);
-                return false;
-            }
-            --m_in_flight;
-            err = answer.err;
-            if (err == 0) {
-                const int size = static_cast<int>(std::min<size_t>(2 * m_buffer_size, 1 << 30));
-                ::setsockopt(socket.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-            }
-            relay.connected(std::move(socket), err);
-        }
-    }
-
-private:
-    size_t m_buffer_size;
-    unsigned m_in_flight = 0;
-    bool m_broken = false;
-};
-
-// --relay's target as the confined worker reaches it: the monitor connects a socket of its own
-// making to the pinned host socket and hands it over.
-class BrokeredTarget : public Target {
-public:
-    BrokeredTarget(uint32_t index, std::string path, Broker& broker)
-        : m_index(index), m_path(std::move(path)), m_broker(broker)
-    {
-    }
-    bool takes_socket() const override { return false; }
-    const std::string& path() const override { return m_path; }
-    int connect(UniqueFd& socket) const override
-    {
-        socket.reset();
-        return m_broker.request(m_index);
-    }
-
-private:
-    uint32_t m_index;
-    std::string m_path;
-    Broker& m_broker;
-};
 
 [[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
 {
@@ -296,20 +202,26 @@ void load_allowlist(const std::string& prefix)
                 (void)!::write(STDERR_FILENO, text.data(), text.size());
             };
         Relay relay(options.relay);
-        Broker broker(options.relay.buffer_size);
+        Broker broker(options.relay.buffer_size, kRequestFd, kAnswerFd);
         std::vector<std::shared_ptr<const Target>> targets;
         for (size_t i = 0; i < options.relay_names.size(); ++i)
             targets.push_back(
                 std::make_shared<BrokeredTarget>(static_cast<uint32_t>(i), options.relay_names[i], broker));
         std::optional<Egress> egress;
         if (options.egress)
-            egress.emplace(std::move(*options.egress), relay);
+            egress.emplace(std::move(*options.egress), relay,
+                           [&broker](uint64_t id, const std::string& name, const sockaddr_storage& address) {
+                               return broker.request_upstream(id, name, address);
+                           });
+        // The monitor's messages, checked against the boundary's table (relay/worker_protocol.h).
+        WireCheck check(wire::rules());
+        uint32_t phase = wire::kWorkerStarting;
         if (::fcntl(kAnswerFd, F_SETFL, O_NONBLOCK) < 0 || ::fcntl(kRequestFd, F_SETFL, O_NONBLOCK) < 0)
             fail(prefix, "fcntl(O_NONBLOCK)", errno);
         load_allowlist(prefix);
         // One wait for everything: the relay's sockets, the monitor's two, the egress proxy's.
         relay.watch(kAnswerFd, [&] {
-            if (!broker.take_answers(relay))
+            if (!broker.take_answers(relay, egress ? &*egress : nullptr, check))
                 relay.unwatch(kAnswerFd);
         });
         if (egress)
@@ -329,15 +241,22 @@ void load_allowlist(const std::string& prefix)
         }
 #endif
         relay.watch(kControlFd, [&] {
-            ControlMsg msg;
+            wire::Control msg;
             UniqueFd fd;
             const int err = receive_msg(kControlFd, msg, std::span(&fd, 1));
             if (err == ECONNRESET)
                 ::_exit(0);  // the monitor is gone
-            // Stop carries no fd; a listener, one.
-            if (err != 0 || (msg.kind == ControlMsg::kStop) == static_cast<bool>(fd))
-                fail(prefix, "a malformed message from the monitor", err != 0 ? err : EBADMSG);
-            if (msg.kind == ControlMsg::kStop) {
+            if (err != 0)
+                fail(prefix, "a malformed message from the monitor", err);
+            if (std::string wrong = check.admit(msg.kind, phase, fd ? 1 : 0, RateBound::Clock::now()); !wrong.empty())
+                fail(prefix, "the monitor sent " + wrong, EBADMSG);
+            if (msg.kind == wire::kNameServer) {
+                if (egress)
+                    egress->add_name_server(std::move(fd));
+                return;
+            }
+            phase = wire::kWorkerServing;
+            if (msg.kind == wire::kStop) {
                 // What the sandbox sent before it ended and the relay has not yet moved goes
                 // first (bounded: 64 rounds of what is ready now), then every connection ends.
                 relay.unwatch(kControlFd);
@@ -526,7 +445,10 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     // --forward-signals or --die-with-parent) nor any other process of the caller's uid (kill(2)
     // is outside the allowlist). It still dies with the monitor (PR_SET_PDEATHSIG), which reaps it
     // through the pidfd.
-    sys::Cloned child = sys::clone3(CLONE_NEWPID | (config.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
+    // Security: and into an empty network namespace (lo alone, down): it reaches no address of the
+    // host's; the monitor connects for it (relay/upstream.h).
+    sys::Cloned child =
+        sys::clone3(CLONE_NEWPID | CLONE_NEWNET | (config.own_user_namespace ? CLONE_NEWUSER : 0), cgroup);
     if (child.pid == 0) {
         const std::string& prefix = options.log_prefix;
         // Its user namespace's maps, before the exec: the caller's ids become 0 there, so the new
@@ -585,6 +507,26 @@ Worker::Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSock
     m_stderr = std::move(err0);
     ::fcntl(m_answers.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(m_requests.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(m_control.get(), F_SETFL, O_NONBLOCK);
+    if (options.egress)
+        start_upstream(options.egress_allow);
+}
+
+void Worker::start_upstream(const std::vector<std::string>& patterns)
+{
+    // The same rules the worker parses from the same text (relay/worker_config.h).
+    std::vector<AllowRule> rules;
+    for (const std::string& pattern : patterns)
+        rules.push_back(parse_allow_rule(pattern));
+    m_upstream.emplace(std::move(rules));
+    std::string error;
+    for (UniqueFd& socket : name_server_sockets(error))
+        if (!send_msg(m_control.get(), wire::Control{wire::kNameServer, 0}, socket.get()))
+            break;  // the worker is gone; serve() sees it
+    if (!error.empty()) {
+        const std::string line = m_log_prefix + "cocoon: warning: --egress: " + error + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+    }
 }
 
 void Worker::forward_stderr()
@@ -609,7 +551,7 @@ bool Worker::serve()
         return false;
     // Bounded: a worker that asks faster than this is answered on the next round. A worker keeps
     // at most Broker::kMaxInFlight (64) requests unanswered, so its queue always takes the answers.
-    ConnectMsg batch[64];
+    wire::Request batch[64];
     ssize_t n;
     do
         n = ::read(m_requests.get(), batch, sizeof batch);
@@ -621,22 +563,44 @@ bool Worker::serve()
     // Security: requests are written whole (under PIPE_BUF), so an honest worker's always read
     // whole; anything else, like a kind or a --relay that does not exist, is a worker taken
     // over: it is killed, not answered (OpenSSH's monitor: fatal() on an unexpected request).
-    if (n % static_cast<ssize_t>(sizeof(ConnectMsg)) != 0)
-        return kill_for("a request of a wrong size (" + std::to_string(n % sizeof(ConnectMsg)) + " bytes over)");
-    for (const ConnectMsg& msg : std::span(batch, static_cast<size_t>(n) / sizeof(ConnectMsg))) {
-        if (msg.kind != ConnectMsg::kConnect)
-            return kill_for("a request of an unknown kind (" + std::to_string(msg.kind) + ")");
+    if (n % static_cast<ssize_t>(sizeof(wire::Request)) != 0)
+        return kill_for("a request of a wrong size (" + std::to_string(n % sizeof(wire::Request)) + " bytes over)");
+    for (const wire::Request& msg : std::span(batch, static_cast<size_t>(n) / sizeof(wire::Request)))
+        if (!answer(msg))
+            return false;
+    return true;
+}
+
+bool Worker::answer(const wire::Request& msg)
+{
+    if (std::string wrong = m_check.admit(msg.kind, m_phase, 0, RateBound::Clock::now()); !wrong.empty())
+        return kill_for(wrong);
+    wire::Answer answer;
+    UniqueFd socket;
+    if (msg.kind == wire::kConnect) {
         if (msg.target >= m_targets.size())
             return kill_for("a request for --relay number " + std::to_string(msg.target) + " of " +
                             std::to_string(m_targets.size()));
-        ConnectedMsg answer;
-        UniqueFd socket;
         answer.err = m_targets[msg.target]->connect(socket);
-        // A worker whose queue does not take an answer is broken, and is no longer answered.
-        if (!send_msg(m_answers.get(), answer, answer.err == 0 ? socket.get() : -1))
-            return false;
+    } else {
+        if (!m_upstream)
+            return kill_for("an upstream request without --egress");
+        std::string malformed;
+        UpstreamAnswer decided = m_upstream->decide(msg, malformed);
+        if (!malformed.empty())
+            return kill_for(malformed);
+        answer.err = decided.err;
+        answer.refusal = decided.refusal;
+        socket = std::move(decided.socket);
     }
-    return true;
+    answer.kind = answer.err == 0 ? wire::kSocket : wire::kFailed;
+    // Never blocks (non-blocking); the monitor's copy of the socket closes right after.
+    if (send_msg(m_answers.get(), answer, answer.err == 0 ? socket.get() : -1))
+        return true;
+    // An honest worker keeps at most 64 requests unanswered, which its queue always holds.
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return kill_for("more requests than its answers' queue holds (it does not read them)");
+    return false;  // the worker is gone
 }
 
 bool Worker::kill_for(const std::string& what)
@@ -661,16 +625,29 @@ bool Worker::kill_for(const std::string& what)
 
 void Worker::add_listener(UniqueFd listener, ListenerKind kind, uint32_t index)
 {
-    ControlMsg msg{static_cast<uint32_t>(kind), index};
-    if (!send_msg(m_control.get(), msg, listener.get()))
-        throw SysError(errno, "relay worker: can't hand over a listener");
+    if (!m_killed_for.empty())
+        return;
+    wire::Control msg{static_cast<uint32_t>(kind), index};
+    if (send_msg(m_control.get(), msg, listener.get()))
+        return;
+    // Security: the monitor's end is non-blocking: a worker that does not read its control
+    // messages is killed, not waited for.
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        kill_for("no room for a listener (it does not read its control messages)");
+        return;
+    }
+    throw SysError(errno, "relay worker: can't hand over a listener");
 }
 
 void Worker::stop(const std::string& log_prefix)
 {
     if (!m_pidfd)
         return;
-    send_msg(m_control.get(), ControlMsg{ControlMsg::kStop, 0});
+    m_phase = wire::kMonitorStopping;
+    // A worker whose control queue is full gets no Stop: it is killed at once, not waited for.
+    const bool told = m_killed_for.empty() && send_msg(m_control.get(), wire::Control{wire::kStop, 0});
+    if (!told)
+        ::syscall(SYS_pidfd_send_signal, m_pidfd.get(), SIGKILL, nullptr, 0);
     pollfd p{m_pidfd.get(), POLLIN, 0};
     // While it closes, it may still ask for a connection it accepted: answered (then closed); what
     // it writes to stderr is forwarded.

@@ -6,34 +6,46 @@
 // tools/cocoon/entry.cc), with an empty environment and only its fds at fixed numbers: /dev/null as
 // stdin and stdout, a pipe as stderr (the monitor forwards it, bounded: relay/worker_stderr.h),
 // the control and answer sockets, the --egress-log (a description of cocoon's own: O_APPEND for a
-// regular file, tools/cocoon/entry.cc; O_NONBLOCK for a pipe or terminal) or /dev/null, the request pipe,
-// and a memfd with its options (relay/worker_config.h), read and closed first. So no copy of the
-// monitor's memory (the caller's environment, which --clearenv keeps from the sandbox; what the
-// monitor read) and no file description of the caller's is the worker's to take. It then confines
-// itself (an empty read-only root of its own, no capabilities, no_new_privs, a seccomp allowlist,
-// and for a root caller a uid and gid of its run's own, 0x70000000 + the monitor's pid) and runs
-// the relay and egress engines. What needs the caller's rights stays
-// in the monitor, which it asks in small fixed-size messages:
+// regular file, tools/cocoon/entry.cc; O_NONBLOCK for a pipe or terminal) or /dev/null, the request
+// pipe, and a memfd with its options (relay/worker_config.h), read and closed first. So no copy of
+// the monitor's memory (the caller's environment, which --clearenv keeps from the sandbox; what
+// the monitor read) and no file description of the caller's is the worker's to take. It then
+// confines itself (an empty read-only root of its own, an empty network namespace of its own, no
+// capabilities, no_new_privs, a seccomp allowlist without socket(2) or connect(2), and for a root
+// caller a uid and gid of its run's own, 0x70000000 + the monitor's pid) and runs the relay and
+// egress engines. What needs the caller's rights or the host's network stays in the monitor,
+// which it asks in small fixed-size messages, each typed on the wire and checked against one
+// table (relay/worker_protocol.h: phase, how often, fds):
 //
-//   monitor -> worker (control):  Listener {kind, index} + the listener's fd (SCM_RIGHTS): a
+//   monitor -> worker (control):  NameServer + a UDP socket connected to a name server of the
+//                                 host's (first, right after the clone, for --egress's resolver);
+//                                 Listener {kind, index} + the listener's fd (SCM_RIGHTS): a
 //                                 --relay's, --egress's proxy, transparent or resolver socket;
 //                                 Stop {} (the sandbox ended: close everything, write the
 //                                 egress summary, exit)
-//   worker -> monitor (requests): Connect {kind, target} (a --relay client was accepted), on a
-//                                 pipe: no fd can cross to the monitor
-//   monitor -> worker (answers):  Connected {errno} + a Unix socket the monitor made and
-//                                 connected to that --relay's pinned host socket, when errno is 0
+//   worker -> monitor (requests): Connect {target} (a --relay client was accepted);
+//                                 Upstream {name, address, port} (an --egress client's checked
+//                                 target), on a pipe: no fd can cross to the monitor
+//   monitor -> worker (answers):  Socket + a Unix socket the monitor connected to that --relay's
+//                                 pinned host socket, or a TCP socket whose non-blocking connect
+//                                 to the upstream it started after checking it again
+//                                 (relay/upstream.h); Failed {errno, refusal}
 //
-// The two sockets carry fds one way: the monitor's ends are shut for reading. A request of a
-// wrong size, kind or --relay index gets the worker killed (one line on stderr and in the egress
-// log); the sandbox goes on without relay and egress, as when the worker dies.
+// The two sockets carry fds one way: the monitor's ends are shut for reading, and non-blocking
+// (a full queue is the worker's end, never the monitor's hang). A request the table does not
+// allow (a wrong size or kind, a flood past its rate, a --relay index or an address family that
+// does not exist) gets the worker killed (one line on stderr and in the egress log); the sandbox
+// goes on without relay and egress, as when the worker dies. A refused upstream is answered, not
+// fatal: an honest worker cannot see the host's own addresses from its network namespace.
 //
-// The worker does not wait for an answer: answers come in request order and complete the clients
-// (Relay::connected); at most 64 requests are unanswered at once, so the answers always fit.
+// The worker does not wait for an answer: answers come in request order and complete a FIFO of
+// waiters (a --relay client, Relay::connected; an --egress client, Egress::upstream_answered); at
+// most 64 requests are unanswered at once, so the answers always fit.
 //
-// No byte of the sandbox's reaches the monitor: a request is an index the monitor checks
-// against the --relay count, and the monitor makes the socket itself (a socket of the worker's
-// could be made blocking and hang the monitor's connect). ARCHITECTURE.md draws both processes.
+// No byte of the sandbox's reaches the monitor but a name of at most 253 bytes (valid_name): a
+// request is an index the monitor checks against the --relay count, or a target it checks as the
+// worker did; the monitor makes the socket itself (a socket of the worker's could be made
+// blocking and hang the monitor's connect). ARCHITECTURE.md draws both processes.
 #pragma once
 
 #include <sys/types.h>
@@ -44,8 +56,11 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "base/wire_rules.h"
 #include "relay/egress.h"
 #include "relay/relay.h"
+#include "relay/upstream.h"
+#include "relay/worker_protocol.h"
 #include "relay/worker_stderr.h"
 
 namespace cocoon::relay {
@@ -54,7 +69,12 @@ class HostSocket;
 
 // What a socket handed over is for: the index-th --relay's listener, the --egress proxy's, a
 // transparent egress listener, the transparent resolver's UDP socket (relay/dns.h).
-enum class ListenerKind : uint32_t { Relay = 1, EgressProxy = 2, Transparent = 4, Resolver = 5 };
+enum class ListenerKind : uint32_t {
+    Relay = wire::kRelayListener,
+    EgressProxy = wire::kEgressProxy,
+    Transparent = wire::kTransparent,
+    Resolver = wire::kResolverSocket,
+};
 
 struct WorkerOptions {
     RelayOptions relay;  // log: the worker writes "PREFIX" + line to its stderr
@@ -115,6 +135,15 @@ private:
     std::string m_log_prefix;
     std::string m_killed_for;  // the malformed request the worker was killed for, if it was
     std::vector<std::shared_ptr<const HostSocket>> m_targets;
+    std::optional<UpstreamGate> m_upstream;  // with --egress: the monitor's decision
+    WireCheck m_check{wire::rules()};
+    uint32_t m_phase = wire::kMonitorServing;
+
+    // With --egress: the monitor's upstream decision, and the host's name servers handed to the
+    // worker's resolver (relay/upstream.h), right after the clone.
+    void start_upstream(const std::vector<std::string>& patterns);
+    // Answers one request; false when the worker was killed for it, or is gone.
+    bool answer(const wire::Request& request);
 
     // Kills the worker for a malformed request, and says so on stderr and in the egress log.
     // Returns false (serve()'s "gone").

@@ -46,10 +46,10 @@ const char* const kCalls[] = {
     "splice",
     // c-ares reads its copy of /etc/hosts in the worker's own empty root
     "openat",
-    // sockets (socket itself: by family, below)
+    // sockets: on the ones it was handed (the listeners, what they accept, the monitor's
+    // upstream and name-server sockets). Security: no socket(2), connect(2) nor bind(2): the
+    // worker, in an empty network namespace, opens nothing; the monitor connects for it.
     "accept4",
-    "connect",
-    "bind",
     "getsockname",
     "getpeername",
     "getsockopt",
@@ -137,13 +137,6 @@ int main()
         if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, nr, 0); rc < 0)
             return fail(name, rc);
     }
-    // socket(2): TCP and UDP to the host's network (egress upstreams, DNS) and netlink (the
-    // host's own addresses, getifaddrs); no Unix socket (the monitor makes those).
-    for (int family : {AF_INET, AF_INET6, AF_NETLINK})
-        if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                                      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<unsigned>(family)));
-            rc < 0)
-            return fail("socket", rc);
     // fcntl(2), dup(2), dup3(2): anything on every fd but the --egress-log's (kLogFd). Security:
     // a regular file as the log is the worker's through a description of its own, O_WRONLY |
     // O_APPEND (relay/worker.h), so that what it writes goes after every line already there; on

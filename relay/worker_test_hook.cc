@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -14,7 +15,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <vector>
+
+#include "relay/fd_message.h"
+#include "relay/worker_protocol.h"
 
 namespace cocoon::relay::test_hook {
 namespace {
@@ -45,30 +50,125 @@ int send_fds(int sock, const std::vector<int>& fds)
     return static_cast<int>(::sendmsg(sock, &hdr, MSG_NOSIGNAL | MSG_DONTWAIT));
 }
 
-// A TCP socket whose close would block: connected to a peer that does not read, its send queue
-// full, and SO_LINGER {1, 100000}. -1 when it could not be made.
-int lingering_socket(uint16_t port, const std::string& prefix)
+// An upstream request for `name` (empty: an IP literal) at IPv4 `address` port `port`, written
+// past the worker's own checks.
+wire::Request upstream(const std::string& name, const char* address, uint16_t port)
 {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int small = 4096;
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
-        say(prefix, "connect(127.0.0.1:" + std::to_string(port) + ")", -1);
+    wire::Request msg;
+    msg.kind = wire::kUpstream;
+    msg.family = AF_INET;
+    msg.port = port;
+    ::inet_pton(AF_INET, address, msg.address);
+    msg.name_size = static_cast<uint8_t>(name.size());
+    std::memcpy(msg.name, name.data(), name.size());
+    return msg;
+}
+
+// Writes `msg` and waits (1 s at most) for its answer. The worker's own loop, which would take the
+// answer, is in this hook meanwhile. Returns the answer's errno (0: a socket came, in `socket`).
+int ask(int requests, int answers, const wire::Request& msg, UniqueFd& socket, wire::Answer& answer)
+{
+    if (::write(requests, &msg, sizeof msg) != static_cast<ssize_t>(sizeof msg))
+        return errno;
+    pollfd ready{answers, POLLIN, 0};
+    if (::poll(&ready, 1, 1000) != 1)
+        return ETIMEDOUT;
+    const int err = receive_msg(answers, answer, std::span(&socket, 1), MSG_DONTWAIT);
+    return err != 0 ? err : answer.kind == wire::kSocket ? 0 : answer.err;
+}
+
+// A TCP socket whose close would block: one the monitor connected to 127.0.0.1:PORT (an allowed
+// address) for an upstream request, its peer not reading, its send queue full and SO_LINGER
+// {1, 100000}. -1 when it could not be made.
+int lingering_socket(uint16_t port, int requests, int answers, const std::string& prefix)
+{
+    UniqueFd socket;
+    wire::Answer answer;
+    const int err = ask(requests, answers, upstream("", "127.0.0.1", port), socket, answer);
+    if (err != 0) {
+        errno = err;
+        say(prefix, "an upstream socket to 127.0.0.1:" + std::to_string(port), -1);
         return -1;
     }
-    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    const int fd = socket.release();
+    pollfd connected{fd, POLLOUT, 0};
+    ::poll(&connected, 1, 1000);
+    const int small = 4096;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     static char chunk[65536];
     size_t queued = 0;
-    for (ssize_t n; (n = ::send(fd, chunk, sizeof chunk, MSG_NOSIGNAL)) > 0;)
+    for (ssize_t n; (n = ::send(fd, chunk, sizeof chunk, MSG_NOSIGNAL | MSG_DONTWAIT)) > 0;)
         queued += static_cast<size_t>(n);
     const linger slow{1, 100000};
     const int set = ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &slow, sizeof slow);
     say(prefix, "a TCP socket with " + std::to_string(queued) + " bytes queued and SO_LINGER {1, 100000}", set);
     return fd;
+}
+
+// connect-host: socket(2) and connect(2) to the host's 127.0.0.1:port.
+void connect_host(long port, const std::string& prefix)
+{
+    // The host's network, directly: no socket(2) in the allowlist (SIGSYS), and none to reach
+    // in the worker's network namespace.
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    say(prefix, "socket(AF_INET)", fd);
+    say(prefix, "connect(127.0.0.1:" + std::to_string(port) + ")",
+        ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr));
+}
+
+// ask-upstream: requests the monitor must refuse, one line per answer.
+void ask_upstream(uint16_t port, int requests, int answers, const std::string& prefix)
+{
+    // Upstream requests an honest worker never writes: each must come back refused.
+    const struct {
+        const char* what;
+        wire::Request msg;
+    } asks[] = {
+        {"127.0.0.1 (an IP literal)", upstream("", "127.0.0.1", port)},
+        {"off.test (not on the allowlist) at 127.0.0.1", upstream("off.test", "127.0.0.1", port)},
+        {"example.test at 127.0.0.1", upstream("example.test", "127.0.0.1", port)},
+        {"example.test at 169.254.169.254", upstream("example.test", "169.254.169.254", port)},
+    };
+    for (const auto& each : asks) {
+        UniqueFd socket;
+        wire::Answer answer;
+        const int err = ask(requests, answers, each.msg, socket, answer);
+        const std::string line = prefix + "cocoon: relay worker: test hook: upstream " + each.what + " port " +
+                                 std::to_string(port) + ": " +
+                                 (err == 0 ? std::string("a socket") : std::strerror(err)) + " (refusal " +
+                                 std::to_string(answer.refusal) + ")\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+    }
+    say(prefix, "upstream requests", 0);
+}
+
+// flood: refused requests as fast as they are answered.
+void flood(int requests, int answers, const std::string& prefix)
+{
+    // Upstream requests as fast as the monitor answers them (refused: a name off the
+    // allowlist), at most 32 unanswered, until the monitor kills the worker.
+    const wire::Request msg = upstream("off.test", "192.0.2.1", 443);
+    unsigned long sent = 0, answered = 0;
+    for (;;) {
+        while (sent - answered < 32) {
+            if (::write(requests, &msg, sizeof msg) != static_cast<ssize_t>(sizeof msg))
+                break;
+            ++sent;
+        }
+        pollfd ready{answers, POLLIN, 0};
+        if (::poll(&ready, 1, 1000) != 1) {
+            say(prefix, "flood: no answer after " + std::to_string(sent) + " requests", -1);
+            return;
+        }
+        wire::Answer answer;
+        UniqueFd none;
+        while (receive_msg(answers, answer, std::span(&none, 1), MSG_DONTWAIT) == 0)
+            ++answered;
+    }
 }
 
 }  // namespace
@@ -100,10 +200,11 @@ void misbehave(const Hook& hook, const Fds& fds, const std::string& prefix)
         const char wrong[3] = {1, 2, 3};
         say(prefix, "a 3-byte request", static_cast<int>(::write(requests, wrong, sizeof wrong)));
     } else if (hook.mode == "bad-kind") {
-        const uint32_t request[2] = {0xdeadbeef, 0};
-        say(prefix, "a request of kind 0xdeadbeef", static_cast<int>(::write(requests, request, sizeof request)));
+        wire::Request request;
+        request.kind = 0xdeadbeef;
+        say(prefix, "a request of kind 0xdeadbeef", static_cast<int>(::write(requests, &request, sizeof request)));
     } else if (hook.mode == "linger") {
-        const int fd = lingering_socket(static_cast<uint16_t>(hook.arg), prefix);
+        const int fd = lingering_socket(static_cast<uint16_t>(hook.arg), requests, answers, prefix);
         if (fd >= 0) {
             say(prefix, "sendmsg(control, the lingering socket)", send_fds(control, {fd}));
             say(prefix, "sendmsg(answers, the lingering socket)", send_fds(answers, {fd}));
@@ -120,6 +221,12 @@ void misbehave(const Hook& hook, const Fds& fds, const std::string& prefix)
         if (const pid_t parent = ::getppid(); parent != 0)
             say(prefix, "kill(getppid() " + std::to_string(parent) + ", SIGSTOP)", ::kill(parent, SIGSTOP));
         say(prefix, "kill(monitor " + std::to_string(hook.monitor) + ", SIGSTOP)", ::kill(hook.monitor, SIGSTOP));
+    } else if (hook.mode == "connect-host") {
+        connect_host(hook.arg, prefix);
+    } else if (hook.mode == "ask-upstream") {
+        ask_upstream(static_cast<uint16_t>(hook.arg), requests, answers, prefix);
+    } else if (hook.mode == "flood") {
+        flood(requests, answers, prefix);
     } else if (hook.mode == "kill-all") {
         say(prefix, "kill(-1, SIGKILL)", ::kill(-1, SIGKILL));
     } else if (hook.mode == "rewrite-log") {

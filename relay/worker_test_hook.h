@@ -14,8 +14,14 @@ namespace cocoon::relay::test_hook {
 // passes it in the worker's options (relay/worker_config.h): the worker's environment is empty.
 //   two-fds      sendmsg two fds on each socket to the monitor, then a request of a wrong size
 //   bad-kind     a request of the right size and an unknown kind
-//   linger:PORT  a TCP socket connected to 127.0.0.1:PORT, its send queue full and SO_LINGER
-//                {1, 100000}, sent with SCM_RIGHTS on each socket to the monitor
+//   linger:PORT  a TCP socket the monitor connected to 127.0.0.1:PORT (an upstream request for
+//                an allowed address), its send queue full and SO_LINGER {1, 100000}, sent with
+//                SCM_RIGHTS on each socket to the monitor
+//   connect-host:PORT  socket(2) and connect(2) to 127.0.0.1:PORT, the host's
+//   ask-upstream:PORT  upstream requests the monitor must refuse: 127.0.0.1:PORT as a literal,
+//                a name off the allowlist, an allowed name at 127.0.0.1 and at 169.254.169.254;
+//                one line per answer
+//   flood        refused upstream requests as fast as they are answered, until it is killed
 //   stop:PID     SIGSTOP by kill(2) and tgkill(2) to the monitor (its pid as cocoon knew it before
 //                the clone), to getppid() when not 0, and to PID
 //   kill-all     kill(-1, SIGKILL)

@@ -94,6 +94,14 @@ protected:
         socklen_t len = sizeof in;
         ASSERT_EQ(::getsockname(m_tcp.get(), reinterpret_cast<sockaddr*>(&in), &len), 0);
         m_tcp_port = ntohs(in.sin_port);
+        // A service on the host's loopback that nothing may reach: no rule lists it.
+        m_service.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        in.sin_port = 0;
+        ASSERT_EQ(::bind(m_service.get(), reinterpret_cast<sockaddr*>(&in), sizeof in), 0);
+        ASSERT_EQ(::listen(m_service.get(), 8), 0);
+        len = sizeof in;
+        ASSERT_EQ(::getsockname(m_service.get(), reinterpret_cast<sockaddr*>(&in), &len), 0);
+        m_service_port = ntohs(in.sin_port);
         // A process of the test's user outside the sandbox.
         m_sibling = spawn({"/bin/sleep", "60"}, {});
         ASSERT_GT(m_sibling, 0);
@@ -112,17 +120,20 @@ protected:
     // cocoon's output.
     std::string run(const std::string& mode, const std::string& done)
     {
-        const std::string spec = mode + ":" + std::to_string(kHookDelayMs) + ":" +
-                                 (mode == "linger" ? std::to_string(m_tcp_port) : std::to_string(m_sibling));
+        const std::string arg = mode == "linger"                                   ? std::to_string(m_tcp_port)
+                                : mode == "connect-host" || mode == "ask-upstream" ? std::to_string(m_service_port)
+                                                                                   : std::to_string(m_sibling);
+        const std::string spec = mode + ":" + std::to_string(kHookDelayMs) + ":" + arg;
         UniqueFd egress_log(::open((m_dir / "egress.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         // The egress log is the fd --info-fd writes too (the Sandbox's one extra fd): its report
         // comes first.
         ::setenv("COCOON_TEST_WORKER_HOOK", spec.c_str(), 1);
-        Sandbox sandbox(
-            agent({"--forward-signals", "--kill-after", "1", "--unshare-net", "--relay", "3128", m_dir / "proxy.sock",
-                   "--egress", "3129", "--egress-allow", "example.test", "--egress-log", std::to_string(kInfoFd)},
-                  log_traps({"TERM"}) + ": > ready\nwhile :; do sleep 0.05; done\n"),
-            m_dir / "cocoon.out", egress_log.get());
+        Sandbox sandbox(agent({"--forward-signals", "--kill-after", "1", "--unshare-net", "--relay", "3128",
+                               m_dir / "proxy.sock", "--egress", "3129", "--egress-allow", "example.test",
+                               "--egress-allow", "example.test:" + std::to_string(m_service_port), "--egress-allow",
+                               "127.0.0.1:" + std::to_string(m_tcp_port), "--egress-log", std::to_string(kInfoFd)},
+                              log_traps({"TERM"}) + ": > ready\nwhile :; do sleep 0.05; done\n"),
+                        m_dir / "cocoon.out", egress_log.get());
         ::unsetenv("COCOON_TEST_WORKER_HOOK");
         egress_log.reset();
         if (!ready(sandbox)) {
@@ -175,8 +186,15 @@ protected:
         return sandbox.output();
     }
 
-    UniqueFd m_target, m_tcp;
-    uint16_t m_tcp_port = 0;
+    // Whether a connection reached the service (its backlog holds one).
+    bool service_reached()
+    {
+        UniqueFd accepted(::accept4(m_service.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        return static_cast<bool>(accepted);
+    }
+
+    UniqueFd m_target, m_tcp, m_service;
+    uint16_t m_tcp_port = 0, m_service_port = 0;
     pid_t m_sibling = -1;
 };
 
@@ -202,11 +220,12 @@ TEST_F(HostileWorker, TwoFdsAreRefusedAndAWrongSizedRequestGetsItKilled)
 TEST_F(HostileWorker, ARequestOfAnUnknownKindGetsItKilled)
 {
     const std::string out = run("bad-kind", kKilledLine);
-    EXPECT_TRUE(contains(out, "sent the monitor a request of an unknown kind (3735928559): killed it")) << out;
+    EXPECT_TRUE(contains(out, "sent the monitor a message of an unknown kind (3735928559): killed it")) << out;
 }
 
 // A TCP socket whose close would block the monitor in the kernel (a full send queue and a
-// 100000 s SO_LINGER) cannot be handed to it at all.
+// 100000 s SO_LINGER; the worker makes no socket, so one the monitor connected for it to an
+// allowed address) cannot be handed to it at all.
 TEST_F(HostileWorker, ALingeringSocketCannotReachTheMonitor)
 {
     const std::string out = run("linger", "sendmsg(answers, the lingering socket)");
@@ -214,6 +233,45 @@ TEST_F(HostileWorker, ALingeringSocketCannotReachTheMonitor)
     EXPECT_TRUE(contains(out, "test hook: sendmsg(control, the lingering socket): Broken pipe")) << out;
     EXPECT_TRUE(contains(out, "test hook: sendmsg(answers, the lingering socket): Broken pipe")) << out;
     EXPECT_FALSE(contains(out, kKilledLine)) << out;
+}
+
+// Issue 32: the worker reaches none of the host's addresses itself: socket(2) is outside its
+// allowlist (it dies of SIGSYS), and its network namespace is empty anyway.
+TEST_F(HostileWorker, ItCannotConnectToAHostService)
+{
+    const std::string out = run("connect-host", "is outside its seccomp allowlist");
+    EXPECT_FALSE(contains(out, "test hook: socket(AF_INET): done")) << out;
+    EXPECT_FALSE(contains(out, "test hook: connect(127.0.0.1")) << out;
+    EXPECT_FALSE(service_reached());
+}
+
+// Nor through the monitor: upstream requests past the worker's own checks (an unlisted literal, a
+// name off the allowlist, an allowed name at a loopback or a link-local (metadata) address) are
+// each refused (EACCES and the refusal's class), the worker is not killed for them (an honest one
+// can be refused: it cannot see the host's addresses), and nothing reaches the service.
+TEST_F(HostileWorker, UpstreamRequestsTheAllowlistRefusesAreRefused)
+{
+    const std::string out = run("ask-upstream", "test hook: upstream requests: done");
+    const std::string port = " port " + std::to_string(m_service_port) + ": ";
+    EXPECT_TRUE(contains(out, "upstream 127.0.0.1 (an IP literal)" + port + "Permission denied (refusal 1)")) << out;
+    EXPECT_TRUE(
+        contains(out, "upstream off.test (not on the allowlist) at 127.0.0.1" + port + "Permission denied (refusal 1)"))
+        << out;
+    EXPECT_TRUE(contains(out, "upstream example.test at 127.0.0.1" + port + "Permission denied (refusal 2)")) << out;
+    EXPECT_TRUE(contains(out, "upstream example.test at 169.254.169.254" + port + "Permission denied (refusal 2)"))
+        << out;
+    EXPECT_FALSE(contains(out, kKilledLine)) << out;
+    EXPECT_FALSE(service_reached());
+}
+
+// Requests past the table's rate (relay/worker_protocol.h: 10,000 upstream requests a second, a
+// burst of 2 s of it) get the worker killed; the stop path works after (run()).
+TEST_F(HostileWorker, AFloodOfRequestsGetsItKilled)
+{
+    const std::string out = run("flood", kKilledLine);
+    EXPECT_TRUE(contains(out, "sent the monitor a --egress upstream request message flood, past 10000 a second: "
+                              "killed it"))
+        << out;
 }
 
 // SIGSTOP to the monitor (by the pid cocoon had before the clone) and to the test's process:

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -122,6 +123,41 @@ TEST(RelayWorker, HoldsNoRightAndTheMonitorNoSandboxSocket)
     // It ends with the sandbox.
     EXPECT_NE(::kill(worker, 0), 0);
     ::close(listener);
+}
+
+// Issue 32: the worker reaches no address of the host's: it lives in a network namespace of its
+// own with lo alone (down), and the monitor connects for it (relay/upstream.h). Root: the worker is
+// not dumpable, so only root may read its /proc/PID/ns and net.
+TEST(RelayWorker, LivesInAnEmptyNetworkNamespace)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "the worker is not dumpable: only root reads its /proc/PID/ns/net";
+    TempDir dir;
+    std::vector<std::string> argv = {cocoon_bin()};
+    for (const std::string& a :
+         args({minimal_root(),
+               {"--unshare-net", "--egress", "3129", "--egress-allow", "example.test", "sh", "-c", "sleep 2"}}))
+        argv.push_back(a);
+    const pid_t pid = start_logged(argv, dir / "out");
+    const pid_t worker = relay_worker(pid);
+    ASSERT_GT(worker, 0) << read_all(dir / "out");
+    std::error_code ec;
+    const std::string own = std::filesystem::read_symlink("/proc/self/ns/net", ec).string();
+    const std::string monitor = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/net", ec).string();
+    const std::string its = std::filesystem::read_symlink("/proc/" + std::to_string(worker) + "/ns/net", ec).string();
+    EXPECT_FALSE(its.empty());
+    EXPECT_NE(its, own);
+    EXPECT_NE(its, monitor);
+    // /proc/PID/net/dev: two header lines, then one per interface: lo alone.
+    std::istringstream dev(read_all("/proc/" + std::to_string(worker) + "/net/dev"));
+    std::vector<std::string> interfaces;
+    int line_number = 0;
+    for (std::string line; std::getline(dev, line);)
+        if (++line_number > 2)
+            interfaces.push_back(
+                line.substr(line.find_first_not_of(' '), line.find(':') - line.find_first_not_of(' ')));
+    EXPECT_EQ(interfaces, std::vector<std::string>{"lo"});
+    EXPECT_EQ(wait_exit(pid), 0) << read_all(dir / "out");
 }
 
 }  // namespace

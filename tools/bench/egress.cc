@@ -8,6 +8,14 @@
 //                                 downloaded from the sink, PINGS 64-byte round trips to the echo
 //                                 server, and CONNECT+close cycles for SECONDS seconds. Prints
 //                                 "mibps X", "rtt_us X", "conns_per_s X".
+//   egress_bench exchange ECHO N  (outside) the monitor's share of an upstream, N times: a request of
+//                                 relay/worker_protocol.h's size on a pipe, answered by another
+//                                 process over SOCK_SEQPACKET with an fd: a TCP socket whose
+//                                 non-blocking connect to 127.0.0.1:ECHO it started, then closed.
+//                                 Prints "exchange_cpu_us X", "exchange_us X" (both processes' CPU
+//                                 and the round trip, per exchange), and the same without the
+//                                 socket and connect (an fd of /dev/null): "anchor_cpu_us X",
+//                                 "anchor_us X".
 //
 // tools/bench/egress runs it against cocoon --egress and against cocoon --relay to tinyproxy
 // (behind a Unix socket), in one run.
@@ -16,7 +24,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -215,6 +227,124 @@ int client(uint16_t proxy, uint16_t sink, uint16_t echo, long long mib, int ping
     return 0;
 }
 
+// relay/worker_protocol.h's Request and Answer, by size: the bench builds without cocoon's headers.
+constexpr size_t kRequestSize = 284;
+constexpr size_t kAnswerSize = 12;
+
+bool send_with_fd(int sock, const void* msg, size_t size, int fd)
+{
+    iovec iov{const_cast<void*>(msg), size};
+    msghdr hdr{};
+    hdr.msg_iov = &iov;
+    hdr.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    hdr.msg_control = control;
+    hdr.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&hdr);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return ::sendmsg(sock, &hdr, MSG_NOSIGNAL) == static_cast<ssize_t>(size);
+}
+
+int receive_fd(int sock, void* msg, size_t size)
+{
+    iovec iov{msg, size};
+    msghdr hdr{};
+    hdr.msg_iov = &iov;
+    hdr.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    hdr.msg_control = control;
+    hdr.msg_controllen = sizeof control;
+    if (::recvmsg(sock, &hdr, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(size))
+        return -1;
+    cmsghdr* c = CMSG_FIRSTHDR(&hdr);
+    int fd = -1;
+    if (c && c->cmsg_type == SCM_RIGHTS)
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
+double cpu_ms(int who)
+{
+    rusage used{};
+    ::getrusage(who, &used);
+    auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+    return ms(used.ru_utime) + ms(used.ru_stime);
+}
+
+// The worker's side asks, a child answers as the monitor does (upstream: socket + non-blocking
+// connect to 127.0.0.1:echo, else an fd of /dev/null); per exchange: both processes' CPU, wall.
+std::pair<double, double> exchanges(uint16_t echo, int count, bool upstream)
+{
+    int pipe_fds[2], pair[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) < 0 || ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+        return {0, 0};
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(pipe_fds[1]);
+        ::close(pair[0]);
+        const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        char request[kRequestSize];
+        const char answer[kAnswerSize] = {};
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(echo);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (;;) {
+            pollfd p{pipe_fds[0], POLLIN, 0};
+            if (::poll(&p, 1, -1) != 1 || ::read(pipe_fds[0], request, sizeof request) != sizeof request)
+                ::_exit(0);
+            int fd = null;
+            if (upstream) {
+                fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);  // EINPROGRESS
+            }
+            send_with_fd(pair[1], answer, sizeof answer, fd);
+            if (upstream)
+                ::close(fd);
+        }
+    }
+    ::close(pipe_fds[0]);
+    ::close(pair[1]);
+    const double before = cpu_ms(RUSAGE_SELF);
+    const auto start = Clock::now();
+    char request[kRequestSize] = {};
+    int done = 0;
+    for (; done < count; ++done) {
+        char answer[kAnswerSize];
+        pollfd p{pair[0], POLLIN, 0};
+        if (::write(pipe_fds[1], request, sizeof request) != sizeof request || ::poll(&p, 1, -1) != 1)
+            break;
+        const int fd = receive_fd(pair[0], answer, sizeof answer);
+        if (fd < 0)
+            break;
+        ::close(fd);
+    }
+    const double wall = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    const double own = cpu_ms(RUSAGE_SELF) - before;
+    ::close(pipe_fds[1]);
+    ::close(pair[0]);
+    ::waitpid(child, nullptr, 0);
+    const double child_cpu = cpu_ms(RUSAGE_CHILDREN);  // this child's only: the first reaped
+    if (done == 0)
+        return {0, 0};
+    return {(own + child_cpu) * 1000 / done, wall / done};
+}
+
+int exchange(uint16_t echo, int count)
+{
+    // The anchor first: RUSAGE_CHILDREN adds up every child reaped, so the second is less the first.
+    const auto anchor = exchanges(echo, count, false);
+    const double anchor_child_ms = cpu_ms(RUSAGE_CHILDREN);
+    auto upstream = exchanges(echo, count, true);
+    upstream.first -= anchor_child_ms * 1000 / count;
+    std::printf("exchange_cpu_us %.1f\nexchange_us %.1f\nanchor_cpu_us %.1f\nanchor_us %.1f\n", upstream.first,
+                upstream.second, anchor.first, anchor.second);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -222,10 +352,13 @@ int main(int argc, char** argv)
     const std::string role = argc > 1 ? argv[1] : "";
     if (role == "host" && argc == 3)
         return host(std::atoi(argv[2]));
+    if (role == "exchange" && argc == 4)
+        return exchange(static_cast<uint16_t>(std::atoi(argv[2])), std::atoi(argv[3]));
     if (role == "client" && argc == 8)
         return client(static_cast<uint16_t>(std::atoi(argv[2])), static_cast<uint16_t>(std::atoi(argv[3])),
                       static_cast<uint16_t>(std::atoi(argv[4])), std::atoll(argv[5]), std::atoi(argv[6]),
                       std::atof(argv[7]));
-    std::fprintf(stderr, "usage: %s host SECONDS | client PROXY_PORT SINK ECHO MIB PINGS SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s host SECONDS | client PROXY_PORT SINK ECHO MIB PINGS SECONDS | exchange ECHO N\n",
+                 argv[0]);
     return 2;
 }
