@@ -164,7 +164,8 @@ void send_message(int sock, const Message& msg)
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
         data = kind + bytes_of(ns->inodes);
     } else {
-        data = kind + bytes_of(std::get<StatusMsg>(msg).wait_status);
+        const StatusMsg& status = std::get<StatusMsg>(msg);
+        data = kind + bytes_of(status.wait_status) + static_cast<char>(status.answer ? 1 : 0);
     }
     ::send(sock, data.data(), data.size(), MSG_NOSIGNAL);
 }
@@ -231,8 +232,8 @@ Message decode_message(std::string_view data, std::vector<UniqueFd> fds, bool tr
             return LoginDirMsg{read_as<uint32_t>(body), std::move(fds[0])};
         break;
     case Wire::Status:
-        if (body.size() == sizeof(int))
-            return StatusMsg{read_as<int>(body)};
+        if (body.size() == sizeof(int) + 1 && static_cast<unsigned char>(body.back()) <= 1)
+            return StatusMsg{read_as<int>(body.substr(0, sizeof(int))), body.back() == 1};
         break;
     case Wire::Namespaces:
         if (body.size() == sizeof(NamespacesMsg::inodes))

@@ -45,10 +45,16 @@ struct ErrorMsg {
     std::string step;
     std::string text;
 };
-// The command ended with this wait status (sent by PID 1 before it exits).
+// The command ended with this wait status (sent by PID 1 before it exits). answer: PID 1 is
+// about to kill what the command left running, and waits (bounded) for the monitor's answer
+// (kLeftoversAnswer on the channel) before it does: a process left behind may be writing a
+// --login-file DEST, which the kill would cut short, so the monitor first reads what DEST became
+// and saves nothing later (LoginFiles::stop_begins).
 struct StatusMsg {
     int wait_status;
+    bool answer = false;
 };
+constexpr char kLeftoversAnswer = 'K';
 // Listeners for the relay worker, made in the sandbox's network namespace
 // (SCM_RIGHTS). kind: Wire::RelayListener (index: the --relay's, in
 // command-line order), EgressProxy, Transparent (index: the port's, in the

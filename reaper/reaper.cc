@@ -60,6 +60,12 @@ int run(pid_t command, bool forward)
     }
 }
 
+bool has_children()
+{
+    siginfo_t info{};
+    return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT | __WALL) == 0;
+}
+
 void end_leftovers()
 {
     // kill(-1) from a namespace's init reaches every process in it but itself.

@@ -26,6 +26,8 @@ int run(pid_t command, bool forward);
 // kernel, which reaps them as the init exits, it would be lost. Processes that
 // changed to another uid (which PID 1 may not signal) still die then.
 void end_leftovers();
+// Whether this process has a child, running or not yet reaped (it reaps none).
+bool has_children();
 
 // The signals --forward-signals carries: SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 // SIGUSR1, SIGUSR2, SIGWINCH.

@@ -137,6 +137,12 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
             state.error = std::move(*err);
     } else if (auto* status = std::get_if<StatusMsg>(&msg)) {
         state.command_status = status->wait_status;
+        if (status->answer) {
+            // PID 1 waits to kill what the command left: a writer of DEST among them would be cut
+            // short. What DEST became until now is read; nothing changed after is saved.
+            s.logins.stop_begins();
+            (void)::send(s.sock.get(), &kLeftoversAnswer, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
         report(state.warnings, s.reports.info.get(), "--info-fd", namespace_report(s.pid, *ns, true));
         report(state.warnings, s.reports.json_status.get(), "--json-status-fd", namespace_report(s.pid, *ns, false));

@@ -87,22 +87,37 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
     return command_shares_memory(plan) ? plan.caps : kAllCaps;
 }
 
-// Reaps until the command exits; reports its status to the monitor, exits.
-[[noreturn]] void reap(pid_t command, bool forward, int sock)
+// Reaps until the command exits; reports its status to the monitor, exits. logins: the run has
+// --login-file.
+[[noreturn]] void reap(pid_t command, bool forward, bool logins, int sock)
 {
 #ifdef COCOON_TEST_HOOKS
     if (g_setup_hook)
         test_hook::misbehave(*g_setup_hook, sock, true);
 #endif
     int status = reaper::run(command, forward);
+    bool told = false;
     // A new PID namespace's init (never a holder outside one: -1 would mean
     // every process of the caller's) ends what is left, for the report.
-    if (::getpid() == 1)
+    if (::getpid() == 1) {
+        // A process the command left may be writing a --login-file DEST in place: the kill cuts
+        // it short. The monitor is told first and reads what DEST became (the kill is a stop
+        // like one it sends); its answer, or 2 s, and then the kill.
+        if (logins && reaper::has_children()) {
+            send_message(sock, StatusMsg{status, true});
+            told = true;
+            pollfd answer{sock, POLLIN, 0};
+            while (::poll(&answer, 1, 2000) < 0 && errno == EINTR) {}
+            // Read, not left queued: a socket closed with unread data resets its peer's reads.
+            char byte;
+            (void)::recv(sock, &byte, 1, MSG_DONTWAIT);
+        }
         reaper::end_leftovers();
+    }
     // A signal's number and core flag are more than this process's exit
     // code can carry; an exit code is carried whole, and the monitor is not
     // woken once more for it (start-up speed: it waits for this exit next).
-    if (!WIFEXITED(status))
+    if (!told && !WIFEXITED(status))
         send_message(sock, StatusMsg{status});
     // Exiting as PID 1 makes the kernel kill every process left in the sandbox.
     ::_exit(reaper::exit_status(status).code);
@@ -149,12 +164,13 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
         // as the caller called it), which exec would replace.
         char name[16] = {};
         ::prctl(PR_GET_NAME, name, 0, 0, 0);
-        const std::string args[] = {name,
-                                    kPid1Mode,
-                                    std::to_string(command),
-                                    plan.process.forward_signals ? "1" : "0",
-                                    std::to_string(sock),
-                                    std::to_string(go.get())};
+        const std::string args[] = {
+            name,
+            kPid1Mode,
+            std::to_string(command),
+            std::to_string((plan.process.forward_signals ? 1 : 0) | (plan.process.login_files.empty() ? 0 : 2)),
+            std::to_string(sock),
+            std::to_string(go.get())};
         std::vector<char*> argv;
         for (const std::string& arg : args)
             argv.push_back(const_cast<char*>(arg.c_str()));
@@ -174,7 +190,7 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
         ::syscall(SYS_execveat, ctx.exe.get(), "", argv.data(), envp, AT_EMPTY_PATH);
         throw SysError(errno, "Can't run PID 1 as a fresh image (execveat)");
     }
-    reap(command, plan.process.forward_signals, sock);
+    reap(command, plan.process.forward_signals, !plan.process.login_files.empty(), sock);
 }
 
 // What the first process's steps share: the plan, the caller's fds it uses
@@ -531,7 +547,8 @@ void pid1_main(const std::vector<std::string>& args)
 #ifdef COCOON_TEST_HOOKS
     g_setup_hook = test_hook::setup_hook_from_env();
 #endif
-    reap(command, args[2] == "1", sock);
+    const int flags = number(args[2]);  // 1: --forward-signals; 2: --login-file
+    reap(command, (flags & 1) != 0, (flags & 2) != 0, sock);
 }
 
 }  // namespace cocoon::ns

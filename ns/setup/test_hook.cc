@@ -90,7 +90,7 @@ void misbehave(const SetupHook& hook, int sock, bool in_pid1)
         result("a datagram of kind 0x7f", send_raw(sock, "\x7f", {}));
     } else if (mode == "extra-fd") {
         const UniqueFd fd = root_fd();
-        result("a status message with an fd", send_raw(sock, std::string("S\0\0\0\0", 5), {fd.get()}));
+        result("a status message with an fd", send_raw(sock, std::string("S\0\0\0\0\0", 6), {fd.get()}));
     } else if (mode == "unplanned-listener" || mode == "late-listener") {
         std::vector<UniqueFd> fds;
         fds.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

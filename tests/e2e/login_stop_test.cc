@@ -76,7 +76,7 @@ void expect_at_most_one_refusal(const TempDir& dir, const std::string& err, int 
     refused += !said.empty();
 }
 
-enum class StopBy { Term, KillAfter, KillCommand, ParentExit };
+enum class StopBy { Term, KillAfter, KillCommand, ParentExit, CommandExits };
 
 // cocoon started by a shell that exits after_ms later, so that --die-with-parent ends the sandbox;
 // what cocoon wrote to stdout and stderr, read until it and its sandbox are gone.
@@ -108,6 +108,15 @@ std::string run_stopped(const TempDir& dir, const TempDir& logs, StopBy by, int 
 {
     if (by == StopBy::ParentExit)
         return run_until_the_parent_exits(args({options(dir, {}), sh(kRenewForever)}), after_ms);
+    if (by == StopBy::CommandExits) {
+        // The command starts the renewing agent in the background and exits on its own: PID 1
+        // kills the agent it left, maybe in the middle of a rewrite.
+        const std::string script = "( " + kRenewForever + " ) & sleep " + std::to_string(after_ms / 1000.0);
+        // --dev: sh gives a job in the background /dev/null as its stdin.
+        Result r = cocoon(args({options(dir, {"--dev", "/dev"}), sh(script)}));
+        EXPECT_EQ(r.code, 0) << r.err;
+        return r.err;
+    }
     std::vector<std::string> stop = {"--forward-signals", "--kill-after", "2"};
     if (by == StopBy::KillAfter)
         stop = {"--kill-after", "0.3"};  // SIGTERM not forwarded: the agent goes on until the SIGKILL
@@ -175,6 +184,12 @@ TEST(LoginFileStop, ASignalThatKillsTheCommandNeverSavesAHalfWrittenDest)
 TEST(LoginFileStop, DieWithParentNeverSavesAHalfWrittenDest)
 {
     stops_leave_src_whole(StopBy::ParentExit, 6);
+}
+
+// The command exits on its own and leaves a writer of DEST behind, which PID 1 then kills.
+TEST(LoginFileStop, AWriterTheCommandLeftBehindIsNeverSavedHalfWay)
+{
+    stops_leave_src_whole(StopBy::CommandExits, 10);
 }
 
 // Controls: a version closed before the stop is saved, a second before it (saved while the

@@ -95,6 +95,8 @@ TEST(Channel, StatusAndNamespacesRoundTrip)
     Message status = round_trip(StatusMsg{0x0f00});
     ASSERT_TRUE(std::holds_alternative<StatusMsg>(status));
     EXPECT_EQ(std::get<StatusMsg>(status).wait_status, 0x0f00);
+    EXPECT_FALSE(std::get<StatusMsg>(status).answer);
+    EXPECT_TRUE(std::get<StatusMsg>(round_trip(StatusMsg{0, true})).answer);
     NamespacesMsg ns;
     ns.inodes = {1, 2, 3, 4, 5, 6};
     Message got = round_trip(ns);
@@ -173,9 +175,11 @@ TEST(Channel, DecoderRefusesWhatOurSetupNeverSends)
     refuses(std::string("R\0\0\0\0\0", 6));  // a resolver socket, index long
     refuses("P");  // a pidfd without its fd
     refuses(std::string("D\0\0\0\0", 5));  // a login directory without its fd
-    refuses(std::string("S\0\0\0\0", 5), true);  // cut short by the kernel
+    refuses(std::string("S\0\0\0\0\0", 6), true);  // cut short by the kernel
+    refuses(std::string("S\0\0\0\0", 5));  // a status without its answer flag
+    refuses(std::string("S\0\0\0\0\2", 6));  // an answer flag that is neither 0 nor 1
     // Well-formed ones decode.
-    EXPECT_TRUE(std::holds_alternative<StatusMsg>(decode_message(std::string("S\0\0\0\0", 5), {}, false)));
+    EXPECT_TRUE(std::holds_alternative<StatusMsg>(decode_message(std::string("S\0\0\0\0\0", 6), {}, false)));
     Message e = decode_message(std::string("E\x02\0\0\0\x01"
                                            "7why",
                                            10),
