@@ -101,8 +101,8 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
-// Each relayed connection holds about two fds in the monitor; use the whole
-// hard limit (the sandbox was cloned with the caller's limits).
+// Each relayed connection holds about two fds in the relay worker, which inherits
+// this limit; use the whole hard limit (the sandbox was cloned with the caller's limits).
 void raise_fd_limit()
 {
     rlimit limit;
