@@ -4,7 +4,7 @@
 // kMaxRequestHead, with a deadline; the parser looks only at the bytes it was given; a name is
 // resolved through the host's name servers and the monitor connects to the very address the worker
 // checked, after checking it again (no second lookup that a rebinding DNS server could answer
-// differently; relay/upstream.h).
+// differently; ns/monitor/upstream.h).
 #include "relay/egress.h"
 
 #include <arpa/inet.h>

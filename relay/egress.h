@@ -2,7 +2,7 @@
 // 127.0.0.1:PORT and [::1]:PORT (CONNECT host:port for HTTPS, absolute-URI requests for plain
 // HTTP); the proxy checks each target against --egress-allow, resolves it (through the host's name
 // servers, on sockets the monitor made), asks the monitor to connect to the address it checked
-// (the monitor checks again and connects: relay/upstream.h), and hands both sockets to the relay
+// (the monitor checks again and connects: ns/monitor/upstream.h), and hands both sockets to the relay
 // engine. Runs in the confined relay worker (relay/worker.h), which has no network of its own.
 //
 // The parts that decide (the request parser, relay/proxy_request.h; the allowlist and the address

@@ -1,5 +1,5 @@
 // --egress's pure decisions: the allowlist, address classes, the host's own addresses (see
-// egress_policy.h). Runs in the confined relay worker and in the monitor (relay/upstream.h); makes no system calls
+// egress_policy.h). Runs in the confined relay worker and in the monitor (ns/monitor/upstream.h); makes no system calls
 // (inet_pton/ntop are pure).
 #include "relay/egress_policy.h"
 

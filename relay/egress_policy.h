@@ -1,7 +1,7 @@
 // --egress's decisions, as pure functions: the allowlist parsed once from --egress-allow, the
 // address classes, and which of the addresses a name resolved to may be reached. No system
 // calls; unit-tested and fuzzed. Runs in the confined relay worker, and in the monitor, which
-// makes the same decision again before it connects (relay/upstream.h).
+// makes the same decision again before it connects (ns/monitor/upstream.h).
 #pragma once
 
 #include <netinet/in.h>

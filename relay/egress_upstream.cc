@@ -1,6 +1,6 @@
 // --egress's upstreams (relay/egress.h): each candidate address is asked of the monitor, which
 // checks it again and answers with a socket whose connect it started, or a refusal
-// (relay/upstream.h). Runs in the confined relay worker, in the handshake loop (egress.cc).
+// (ns/monitor/upstream.h). Runs in the confined relay worker, in the handshake loop (egress.cc).
 #include <sys/epoll.h>
 
 #include <cerrno>

@@ -42,7 +42,7 @@ public:
     int fd() const { return m_ready.get(); }
     void resolve(uint64_t id, const std::string& host, uint16_t port);
     std::vector<Resolution> take();
-    // A UDP socket the monitor connected to a name server (relay/upstream.h): c-ares's socket
+    // A UDP socket the monitor connected to a name server (ns/monitor/upstream.h): c-ares's socket
     // functions hand out copies of it for queries to that server.
     void add_name_server(UniqueFd socket);
 

@@ -1,10 +1,14 @@
 // The confined relay worker: the process that reads what the sandbox sends (the --relay
 // streams, the --egress proxy's requests, the names it resolves) holds no right worth taking, and
-// nothing of the monitor's either.
+// nothing of the monitor's either. This header is the worker's own side (its entry; relay/worker.cc
+// confines it and runs its loop); the monitor's side, which starts it, answers its requests and
+// stops it, is ns/monitor/relay_worker.h (class ns::RelayWorker).
+// Runs in: monitor, worker: WorkerOptions is what the monitor hands ns::RelayWorker and what the
+// worker's entry rebuilds from its memfd; the rest is the worker's.
 // The monitor clones it before any such byte arrives, and the child runs cocoon's own binary
 // again as a fresh image (sshd's re-exec: execveat of /proc/self/exe, argv[1] an internal marker,
 // tools/cocoon/entry.cc), with an empty environment and only its fds at fixed numbers: /dev/null as
-// stdin and stdout, a pipe as stderr (the monitor forwards it, bounded: relay/worker_stderr.h),
+// stdin and stdout, a pipe as stderr (the monitor forwards it, bounded: ns/monitor/worker_stderr.h),
 // the control and answer sockets, the --egress-log (a description of cocoon's own: O_APPEND for a
 // regular file, tools/cocoon/entry.cc; O_NONBLOCK for a pipe or terminal) or /dev/null, the request
 // pipe, and a memfd with its options (relay/worker_config.h), read and closed first. So no copy of
@@ -29,7 +33,7 @@
 //   monitor -> worker (answers):  Socket + a Unix socket the monitor connected to that --relay's
 //                                 pinned host socket, or a TCP socket whose non-blocking connect
 //                                 to the upstream it started after checking it again
-//                                 (relay/upstream.h); Failed {errno, refusal}
+//                                 (ns/monitor/upstream.h); Failed {errno, refusal}
 //
 // The two sockets carry fds one way: the monitor's ends are shut for reading, and non-blocking
 // (a full queue is the worker's end, never the monitor's hang). A request the table does not
@@ -48,33 +52,14 @@
 // blocking and hang the monitor's connect). ARCHITECTURE.md draws both processes.
 #pragma once
 
-#include <sys/types.h>
-
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "base/unique_fd.h"
-#include "base/wire_rules.h"
 #include "relay/egress.h"
 #include "relay/relay.h"
-#include "relay/upstream.h"
-#include "relay/worker_protocol.h"
-#include "relay/worker_stderr.h"
 
 namespace cocoon::relay {
-
-class HostSocket;
-
-// What a socket handed over is for: the index-th --relay's listener, the --egress proxy's, a
-// transparent egress listener, the transparent resolver's UDP socket (relay/dns.h).
-enum class ListenerKind : uint32_t {
-    Relay = wire::kRelayListener,
-    EgressProxy = wire::kEgressProxy,
-    Transparent = wire::kTransparent,
-    Resolver = wire::kResolverSocket,
-};
 
 struct WorkerOptions {
     RelayOptions relay;  // log: the worker writes "PREFIX" + line to its stderr
@@ -90,64 +75,5 @@ struct WorkerOptions {
 // is the worker's internal marker, and the worker itself, which never returns.
 bool is_worker_mode(const std::vector<std::string>& args);
 [[noreturn]] void worker_entry();
-
-class Worker {
-public:
-    // Starts the worker: a clone that runs cocoon's binary again (above). `targets`: each
-    // --relay's pinned host socket, in command-line order (the monitor's to connect). cgroup: a
-    // cgroup v2 directory the worker starts in
-    // (CLONE_INTO_CGROUP: the sandbox's leaf for it, so what the sandbox makes it spend counts
-    // against the sandbox's limits), or -1 for the monitor's own. Throws SysError when the worker
-    // cannot start; the worker itself exits with status 1 and a message on stderr when it cannot
-    // confine itself.
-    Worker(WorkerOptions options, std::vector<std::shared_ptr<const HostSocket>> targets, int cgroup = -1);
-    ~Worker();
-    Worker(const Worker&) = delete;
-    Worker& operator=(const Worker&) = delete;
-
-    pid_t pid() const { return m_pid; }
-    // The worker's stderr (relay/worker_stderr.h): readable when it wrote, or ended; -1 once at
-    // its end. forward_stderr() forwards what it holds, bounded, and never waits.
-    int stderr_fd() const { return m_stderr_open ? m_stderr.get() : -1; }
-    void forward_stderr();
-    // Readable when the worker asks for a connection (serve()), or hung up (it ended).
-    int fd() const { return m_requests.get(); }
-    // Answers the worker's waiting requests. False once the worker is gone, or was killed for a
-    // malformed request.
-    bool serve();
-    // Hands over a listener (kind Relay: the index-th --relay's).
-    void add_listener(UniqueFd listener, ListenerKind kind, uint32_t index);
-    // The sandbox ended: the worker closes every connection and writes the egress summary; waits
-    // for it (2 s at most, then kills it). A warning on stderr names how it ended, if not well.
-    void stop(const std::string& log_prefix);
-    // The CPU the worker used, user and system, all its threads, in microseconds: known once
-    // stop() reaped it.
-    std::optional<uint64_t> cpu_us() const { return m_cpu_us; }
-
-private:
-    pid_t m_pid = -1;
-    std::optional<uint64_t> m_cpu_us;
-    UniqueFd m_pidfd, m_control, m_answers, m_requests;
-    UniqueFd m_log;  // a copy of --egress-log's fd, for the line that says the worker was killed
-    UniqueFd m_stderr;  // the read end of the worker's stderr
-    bool m_stderr_open = true;  // not yet at its end
-    StderrLines m_stderr_lines{""};
-    std::string m_log_prefix;
-    std::string m_killed_for;  // the malformed request the worker was killed for, if it was
-    std::vector<std::shared_ptr<const HostSocket>> m_targets;
-    std::optional<UpstreamGate> m_upstream;  // with --egress: the monitor's decision
-    WireCheck m_check{wire::rules()};
-    uint32_t m_phase = wire::kMonitorServing;
-
-    // With --egress: the monitor's upstream decision, and the host's name servers handed to the
-    // worker's resolver (relay/upstream.h), right after the clone.
-    void start_upstream(const std::vector<std::string>& patterns);
-    // Answers one request; false when the worker was killed for it, or is gone.
-    bool answer(const wire::Request& request);
-
-    // Kills the worker for a malformed request, and says so on stderr and in the egress log.
-    // Returns false (serve()'s "gone").
-    bool kill_for(const std::string& what);
-};
 
 }  // namespace cocoon::relay

@@ -11,8 +11,8 @@
 // Security: the monitor is trusted, and writes the blob before the worker exists; the parser is
 // strict anyway (a key out of its place, a number with a sign or out of range, a byte after the
 // last record, a blob over kMaxWorkerConfig: refused whole), because the worker's entry is also
-// reachable by anyone who runs cocoon with its internal marker by hand (relay/worker.cc says why
-// that gains nothing), and a malformed blob must end the worker, not half-configure it.
+// reachable by anyone who runs cocoon with its internal marker by hand (relay/worker_protocol.h,
+// kWorkerMode, says why that gains nothing), and a malformed blob must end the worker, not half-configure it.
 //
 // --egress-allow's rules cross as their pattern text, which the worker parses again with
 // parse_allow_rule (relay/egress_policy.h): the same code that accepted them on the command
@@ -30,16 +30,9 @@
 #include <vector>
 
 #include "relay/relay.h"
+#include "relay/worker_protocol.h"
 
 namespace cocoon::relay {
-
-// The uid and gid a root caller's worker runs as: this base plus the monitor's pid (pid_max is at
-// most 2^22), so each run's worker has ids of its own, which own nothing, rather than 65534 shared
-// with every other run's (one worker taken over could signal or ptrace another's). Above the
-// container ranges systemd hands out (which end at 0x6FFFFFFF), below 2^31 (tools that take a uid
-// for a signed int). Two monitors share one only with the same pid in different PID namespaces of
-// one user namespace.
-inline constexpr uint32_t kWorkerIdBase = 0x70000000;
 
 // The blob's bound: the worker reads at most this many bytes (and one more, to see that there
 // is no more); the monitor refuses to start a worker whose options do not fit.

@@ -3,7 +3,11 @@
 // its receiver it may come, how often, how many fds). The monitor checks each request against it
 // before acting on it (anything else kills the worker); the worker checks the monitor's control
 // messages and answers the same way (anything else ends it: the monitor is trusted, so that is a
-// bug of cocoon's, not an attack).
+// bug of cocoon's, not an attack). Also what both sides agree on before the first message: the
+// worker's argv marker, its fixed fd numbers, its ids, the kinds of listener handed over.
+// Runs in: monitor, worker: the monitor (ns/monitor/relay_worker.cc) execs the worker with these
+// fds and checks its requests; the worker (relay/worker.cc) finds its fds here and checks the
+// monitor's messages.
 #pragma once
 
 #include <limits.h>
@@ -13,6 +17,31 @@
 
 #include "base/wire_rules.h"
 #include "relay/egress_policy.h"
+
+namespace cocoon::relay {
+
+// The fds the exec'd worker starts with, at these numbers (0 and 1 are /dev/null, 2 the pipe the
+// monitor forwards, ns/monitor/worker_stderr.h). kEgressLogFd is /dev/null without --egress-log: the
+// number stays taken, as the allowlist singles it out (relay/worker_seccomp_gen.cc). kConfigFd,
+// the options' memfd, is read and closed before the worker confines itself.
+constexpr int kControlFd = 3, kAnswerFd = 4, kEgressLogFd = 5, kRequestFd = 6, kConfigFd = 7;
+static_assert(kEgressLogFd == 5, "relay/worker_seccomp_gen.cc's kLogFd");
+// The worker's argv[1]: how the exec'd image knows it is the worker (is_worker_mode). Security: not
+// an option, and nothing to gain by hand: the image then reads its options from fd 7 and confines
+// itself as they say, with the fds its invoker gave it, as the invoker (cocoon refuses to run
+// setuid or setgid, tools/cocoon/entry.cc), so it holds no right its invoker lacked; a missing or
+// malformed blob is one line on stderr and exit status 1.
+constexpr const char* kWorkerMode = "--internal-relay-worker";
+
+// The uid and gid a root caller's worker runs as: this base plus the monitor's pid (pid_max is at
+// most 2^22), so each run's worker has ids of its own, which own nothing, rather than 65534 shared
+// with every other run's (one worker taken over could signal or ptrace another's). Above the
+// container ranges systemd hands out (which end at 0x6FFFFFFF), below 2^31 (tools that take a uid
+// for a signed int). Two monitors share one only with the same pid in different PID namespaces of
+// one user namespace.
+inline constexpr uint32_t kWorkerIdBase = 0x70000000;
+
+}  // namespace cocoon::relay
 
 namespace cocoon::relay::wire {
 
@@ -107,3 +136,16 @@ inline std::span<const WireRule> rules()
 }
 
 }  // namespace cocoon::relay::wire
+
+namespace cocoon::relay {
+
+// What a socket handed over is for: the index-th --relay's listener, the --egress proxy's, a
+// transparent egress listener, the transparent resolver's UDP socket (relay/dns.h).
+enum class ListenerKind : uint32_t {
+    Relay = wire::kRelayListener,
+    EgressProxy = wire::kEgressProxy,
+    Transparent = wire::kTransparent,
+    Resolver = wire::kResolverSocket,
+};
+
+}  // namespace cocoon::relay

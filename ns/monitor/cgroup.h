@@ -61,7 +61,7 @@ constexpr int kMaxDescendants = 64;
 // The leaf below the sandbox's cgroup that holds the command (and all it
 // starts) while PID 1 stays in the sandbox's cgroup above it.
 constexpr const char* kCommandCgroup = "command";
-// The leaf beside it that the relay worker is cloned into (relay/worker.h), so
+// The leaf beside it that the relay worker is cloned into (ns/monitor/relay_worker.h), so
 // the CPU and memory the sandbox makes it spend count against the sandbox's.
 constexpr const char* kWorkerCgroup = "relay";
 

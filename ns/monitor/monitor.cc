@@ -1,7 +1,7 @@
 // The monitor: its event sources (ns/monitor/event_loop.h) in one loop until PID 1 exits, then
 // the end in order and the reports (--info-fd, --json-status-fd). Runs in cocoon's own
 // process, outside the sandbox, with the caller's privilege; what reads the sandbox's bytes is
-// the relay worker's (relay/worker.h).
+// the relay worker's (relay/worker.h; the monitor's side of it: ns/monitor/relay_worker.h).
 #include "ns/monitor/monitor.h"
 
 #include <poll.h>
@@ -21,9 +21,9 @@
 #include "ns/channel.h"
 #include "ns/monitor/command_watch.h"
 #include "ns/monitor/event_loop.h"
+#include "ns/monitor/relay_worker.h"
 #include "ns/monitor/setup_rules.h"
 #include "ns/monitor/stop.h"
-#include "relay/worker.h"
 #include "reaper/status.h"
 #ifdef COCOON_TEST_HOOKS
 #include "ns/setup/test_hook.h"
@@ -64,7 +64,7 @@ struct SetupState {
     Warnings warnings;  // the reports' and the terminal's
     std::optional<ErrorMsg> error;
     std::optional<int> command_status;
-    std::optional<relay::Worker> worker;
+    std::optional<RelayWorker> worker;
     bool worker_gone = false;
     CommandWatch command;
     std::optional<SetupCheck> check;  // the setup channel's table, for this run
@@ -98,12 +98,13 @@ relay::ListenerKind listener_kind(Wire::Kind kind)
                                        : Kind::Resolver;
 }
 
-// --relay and --egress: the confined worker that reads what the sandbox sends (relay/worker.h);
+// --relay and --egress: the confined worker that reads what the sandbox sends (relay/worker.h,
+// ns/monitor/relay_worker.h);
 // the monitor connects its --relay clients to the pinned host sockets. Cloned into the sandbox's
 // cgroup (its leaf for the worker) where the sandbox has one: what the agent makes it spend counts
 // against the sandbox's CPU and memory.
 void start_worker(const LaunchPlan& plan, MonitorFds& reports, const SandboxCgroup& cgroup,
-                  std::optional<relay::Worker>& worker)
+                  std::optional<RelayWorker>& worker)
 {
     const ProcessOptions& process = plan.process;
     if (process.relays.empty() && !process.egress)
@@ -308,7 +309,7 @@ int monitor(Supervised s)
              if (!state.worker->serve())
                  state.worker_gone = true;  // it ended: stop() says how
          }},
-        // What the worker writes to stderr, bounded and never waited for (relay/worker_stderr.h).
+        // What the worker writes to stderr, bounded and never waited for (ns/monitor/worker_stderr.h).
         {"relay worker's stderr", [&] { return state.worker ? state.worker->stderr_fd() : -1; },
          [&](short) { state.worker->forward_stderr(); }},
         {"usage sampler", [&] { return sampler.get(); },

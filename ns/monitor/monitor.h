@@ -36,7 +36,7 @@ struct Supervised {
 // message when set-up failed, and a ProtocolError once the setup channel sent what its table
 // refuses (ns/monitor/setup_rules.h: the monitor then ended the sandbox). The event sources, first to last: the stop
 // path (ns/monitor/stop.h), PID 1's exit, the setup channel, the command's exit and grace period
-// (ns/monitor/command_watch.h), the relay worker (relay/worker.h), the usage sampler
+// (ns/monitor/command_watch.h), the relay worker (ns/monitor/relay_worker.h), the usage sampler
 // (ns/monitor/usage.h), login sync (ns/monitor/login_file.h).
 int monitor(Supervised supervised);
 

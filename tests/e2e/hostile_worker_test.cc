@@ -293,7 +293,7 @@ TEST_F(HostileWorker, KillMinusOneKillsNothingOutside)
 }
 
 // A worker that floods its stderr: the monitor forwards a bounded number of whole lines (a burst,
-// then a rate, relay/worker_stderr.h), is not held up (the stop path runs in time: run()), and
+// then a rate, ns/monitor/worker_stderr.h), is not held up (the stop path runs in time: run()), and
 // says once at the end how many it dropped.
 TEST_F(HostileWorker, AStderrFloodIsBoundedAndCounted)
 {

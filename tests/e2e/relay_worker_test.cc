@@ -84,14 +84,15 @@ TEST(RelayWorker, HoldsNoRightAndTheMonitorNoSandboxSocket)
     EXPECT_EQ(status_field(status, "CapAmb"), "0000000000000000") << status;
     EXPECT_EQ(status_field(status, "NoNewPrivs"), "1") << status;
     EXPECT_EQ(status_field(status, "Seccomp"), "2") << status;
-    // A PID namespace of its own, where it is 1: kill(2) names no other process (relay/worker.cc).
+    // A PID namespace of its own, where it is 1: kill(2) names no other process
+    // (ns/monitor/relay_worker.cc).
     const std::string nspid = status_field(status, "NSpid");
     EXPECT_EQ(nspid.substr(nspid.rfind('\t') + 1), "1") << status;
     EXPECT_EQ(nspid.substr(0, nspid.find('\t')), std::to_string(worker)) << status;
     const bool root = ::geteuid() == 0;
     if (root) {
         // A root caller's worker runs as ids of its run's own, which own nothing: 0x70000000 plus
-        // the monitor's pid (relay/worker.cc).
+        // the monitor's pid (ns/monitor/relay_worker.cc picks them, relay/worker.cc takes them).
         const std::string id = std::to_string(0x70000000u + static_cast<uint32_t>(pid));
         EXPECT_EQ(status_field(status, "Uid"), id + "\t" + id + "\t" + id + "\t" + id) << status;
         EXPECT_EQ(status_field(status, "Gid"), id + "\t" + id + "\t" + id + "\t" + id) << status;
@@ -126,7 +127,7 @@ TEST(RelayWorker, HoldsNoRightAndTheMonitorNoSandboxSocket)
 }
 
 // Issue 32: the worker reaches no address of the host's: it lives in a network namespace of its
-// own with lo alone (down), and the monitor connects for it (relay/upstream.h). Root: the worker is
+// own with lo alone (down), and the monitor connects for it (ns/monitor/upstream.h). Root: the worker is
 // not dumpable, so only root may read its /proc/PID/ns and net.
 TEST(RelayWorker, LivesInAnEmptyNetworkNamespace)
 {

@@ -145,7 +145,7 @@ TEST(FdMessage, AMessageOfAnotherSizeIsRefused)
 
 // The monitor's ends of the worker's sockets are shut for reading before the worker exists: the
 // kernel then queues nothing the worker sends there, so no fd of the worker's reaches the monitor,
-// not even one the monitor would close unread (relay/worker.cc, Worker::Worker).
+// not even one the monitor would close unread (ns/monitor/relay_worker.cc, make_channels).
 TEST(FdMessage, AnEndShutForReadingTakesNoMessageNorFd)
 {
     Pair pair;

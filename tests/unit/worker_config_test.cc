@@ -1,5 +1,5 @@
 // relay/worker_config.h: the relay worker's options as the monitor writes them and the exec'd
-// worker parses them (strictly: anything off is refused whole). relay/worker_stderr.h: the
+// worker parses them (strictly: anything off is refused whole). ns/monitor/worker_stderr.h: the
 // monitor's bounded forwarding of the worker's stderr.
 #include "relay/worker_config.h"
 
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "relay/worker_stderr.h"
+#include "ns/monitor/worker_stderr.h"
 
 namespace cocoon::relay {
 namespace {
@@ -107,6 +107,7 @@ TEST(WorkerConfig, RefusesAnythingMalformed)
 }
 
 using Clock = RateBound::Clock;
+using ns::StderrLines;
 
 // Whole lines only; control bytes become '?'; a long line is cut; past the rate lines are
 // dropped and counted, said once at the end.

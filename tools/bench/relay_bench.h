@@ -111,7 +111,8 @@ Rate connection_rate(const Target& t, int clients, double seconds);
 
 // The least a privilege split costs per connection: a 4-byte request from one process and an
 // answer carrying an fd from another, over a SOCK_SEQPACKET pair, with the worker's own messages
-// (relay/fd_message.h), each side waiting in poll(2) as relay/worker.cc's two do. CPU of both per
+// (relay/fd_message.h), each side waiting in poll(2) as the monitor's and the worker's do
+// (ns/monitor/relay_worker.cc, relay/worker.cc). CPU of both per
 // exchange, and the mean wall time of one.
 struct Exchange {
     double cpu_us = 0, wall_us = 0;

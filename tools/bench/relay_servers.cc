@@ -25,6 +25,7 @@
 
 #include "relay/host_socket.h"
 #include "relay/relay.h"
+#include "ns/monitor/relay_worker.h"
 #include "relay/worker.h"
 #include "tools/bench/relay_bench.h"
 
@@ -259,11 +260,11 @@ void run_relay(UniqueFd listener, const std::string& path, const Options& o)
         return;
     }
     // As cocoon runs it: this process is the monitor, which connects each accepted client for
-    // the confined worker (relay/worker.h) that relays.
+    // the confined worker (relay/worker.h, ns/monitor/relay_worker.h) that relays.
     cocoon::relay::WorkerOptions worker_options;
     worker_options.relay = options;
     worker_options.relay_names = {path};
-    cocoon::relay::Worker worker(std::move(worker_options), {target});
+    cocoon::ns::RelayWorker worker(std::move(worker_options), {target});
     worker.add_listener(std::move(listener), cocoon::relay::ListenerKind::Relay, 0);
     while (Clock::now() < deadline) {
         pollfd p{worker.fd(), POLLIN, 0};

@@ -87,7 +87,7 @@ HostFacts read_host(const Options& o)
 // O_APPEND, relay/worker_seccomp_gen.cc). A file the caller's uid cannot open for writing (an fd
 // passed down by a more privileged parent) is refused: sharing the caller's description would
 // leave the old lines to the worker. Pipes, terminals and sockets cannot be sought; the worker
-// reopens the first two itself (relay/worker.cc).
+// reopens the first two itself (the monitor does, for it: ns/monitor/relay_worker.cc).
 UniqueFd append_only(ns::CallerFd log)
 {
     struct stat st {};

@@ -1,5 +1,6 @@
-// The monitor's upstream decisions and name-server sockets (relay/upstream.h).
-#include "relay/upstream.h"
+// The monitor's upstream decisions and name-server sockets (ns/monitor/upstream.h).
+// Runs in: monitor.
+#include "ns/monitor/upstream.h"
 
 #include <ares.h>
 #include <ifaddrs.h>
@@ -10,8 +11,14 @@
 #include <cstring>
 #include <memory>
 
-namespace cocoon::relay {
+namespace cocoon::ns {
 namespace {
+
+namespace wire = relay::wire;
+using relay::address_text;
+using relay::internal_address_class;
+using relay::lower_case;
+using relay::valid_name;
 
 // The host's own addresses are read again at most this often (an interface may come up later).
 constexpr std::chrono::seconds kOwnAddressesMaxAge{1};
@@ -154,4 +161,4 @@ std::vector<UniqueFd> name_server_sockets(std::string& error)
     return sockets;
 }
 
-}  // namespace cocoon::relay
+}  // namespace cocoon::ns

@@ -1,4 +1,4 @@
-// The relay worker's stderr, as the monitor forwards it to cocoon's (relay/worker.h): the worker
+// The relay worker's stderr, as the monitor forwards it to cocoon's (ns/monitor/relay_worker.h): the worker
 // holds no file description of the caller's, so its stderr is a pipe whose other end the monitor
 // reads in its loop.
 //
@@ -21,7 +21,7 @@
 
 #include "base/rate_bound.h"
 
-namespace cocoon::relay {
+namespace cocoon::ns {
 
 class StderrLines {
 public:
@@ -52,4 +52,4 @@ private:
     RateBound m_rate{kLinesPerSecond, kBurst};
 };
 
-}  // namespace cocoon::relay
+}  // namespace cocoon::ns

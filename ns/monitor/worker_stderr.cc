@@ -1,13 +1,13 @@
-// The relay worker's stderr, forwarded by the monitor (relay/worker_stderr.h).
+// The relay worker's stderr, forwarded by the monitor (ns/monitor/worker_stderr.h).
 // Runs in: monitor.
-#include "relay/worker_stderr.h"
+#include "ns/monitor/worker_stderr.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 
-namespace cocoon::relay {
+namespace cocoon::ns {
 
 std::string StderrLines::line_out(RateBound::Clock::time_point now)
 {
@@ -80,4 +80,4 @@ bool StderrLines::forward(int fd, size_t budget)
     return open;
 }
 
-}  // namespace cocoon::relay
+}  // namespace cocoon::ns
