@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "relay/worker.h"
 #include "tests/support/socket.h"
 #include "tools/bench/relay_bench.h"
 
@@ -518,6 +519,10 @@ void stop_servers(const Run& run)
 int main(int argc, char** argv)
 {
     using namespace cocoon::bench;
+    // The confined worker runs this binary again as a fresh image, as it runs cocoon's
+    // (relay/worker.h): the image must know it, as cocoon's entry does.
+    if (cocoon::relay::is_worker_mode(std::vector<std::string>(argv + std::min(argc, 1), argv + argc)))
+        cocoon::relay::worker_entry();
     Run run;
     run.o = parse(argc, argv);
     if (!run.o.runs("idle"))
