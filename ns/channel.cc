@@ -1,5 +1,7 @@
 // Setup channel encoding: one datagram per message, a type byte then the body.
 // Used by the monitor (receiving) and the sandbox's setup processes (sending).
+// Runs in: caller, monitor, setup, pid1, pid2: set-up, PID 1 and PID 2 send on the setup channel;
+//  the monitor decodes it; the caller reads the join helper's.
 #include "ns/channel.h"
 
 #include <sched.h>

@@ -4,6 +4,8 @@
 // (Wire below): nothing is inferred from order or count. What may come when,
 // how often and with how many fds is the monitor's table
 // (ns/monitor/setup_rules.h); this file only encodes and decodes.
+// Runs in: caller, monitor, setup, pid1, pid2: set-up, PID 1 and PID 2 send on the setup channel;
+//  the monitor decodes it; the caller reads the join helper's.
 #pragma once
 
 #include <array>

@@ -1,5 +1,6 @@
 // The launch: one plan, one clone, one setup sequence in the sandbox.
 // launch() runs in the monitor (cocoon's own process, outside the sandbox).
+// Runs in: caller, monitor: the caller calls launch(), which returns in the monitor.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // The DNS questions, answers and synthetic addresses of --egress's transparent half (dns.h).
 // Security: every read is checked against the packet's size first; nothing past the question is
 // read; the answer is built from the parsed fields and the question's own bytes.
+// Runs in: worker.
 #include "relay/dns.h"
 
 #include <arpa/inet.h>

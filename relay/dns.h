@@ -9,6 +9,7 @@
 // sandbox's loopback); the address says which name was meant, and from there it is an --egress
 // CONNECT (relay/egress.h). Security: the answers carry only what cocoon made (the question is
 // echoed, and checked first), never a real address; the map of names is capped.
+// Runs in: worker.
 #pragma once
 
 #include <netinet/in.h>

@@ -5,6 +5,7 @@
 // resolved through the host's name servers and the monitor connects to the very address the worker
 // checked, after checking it again (no second lookup that a rebinding DNS server could answer
 // differently; ns/monitor/upstream.h).
+// Runs in: worker.
 #include "relay/egress.h"
 
 #include <arpa/inet.h>

@@ -8,6 +8,8 @@
 // The parts that decide (the request parser, relay/proxy_request.h; the allowlist and the address
 // classes, relay/egress_policy.h) are pure functions, unit-tested and fuzzed; Egress is the event
 // loop around them.
+// Runs in: caller, monitor, worker: the caller and the monitor make EgressOptions; the worker runs
+//  the proxy.
 #pragma once
 
 #include <netinet/in.h>

@@ -1,5 +1,6 @@
 // Egress's client in its handshake, for the two files of the handshake loop (egress.cc, and
 // egress_transparent.cc for clients that ignore the proxy variables). Internal to relay/.
+// Runs in: worker.
 #pragma once
 
 #include <netinet/in.h>

@@ -1,4 +1,5 @@
 // --egress-log's JSON text, tally and non-blocking writer (egress_log.h). Runs in the confined relay worker.
+// Runs in: worker.
 #include "relay/egress_log.h"
 
 #include <fcntl.h>

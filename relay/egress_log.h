@@ -1,5 +1,6 @@
 // --egress-log: the JSON text of its lines, the per-host tally behind the summary, and the
 // writer that never blocks the relay. Runs in the confined relay worker, which holds no right.
+// Runs in: worker.
 #pragma once
 
 #include <cstddef>

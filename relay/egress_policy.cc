@@ -1,6 +1,8 @@
 // --egress's pure decisions: the allowlist, address classes, the host's own addresses (see
 // egress_policy.h). Runs in the confined relay worker and in the monitor (ns/monitor/upstream.h); makes no system calls
 // (inet_pton/ntop are pure).
+// Runs in: caller, monitor, worker: the caller parses --egress-allow; the worker and the monitor
+//  judge each target by the same rules.
 #include "relay/egress_policy.h"
 
 #include <arpa/inet.h>

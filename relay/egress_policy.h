@@ -2,6 +2,8 @@
 // address classes, and which of the addresses a name resolved to may be reached. No system
 // calls; unit-tested and fuzzed. Runs in the confined relay worker, and in the monitor, which
 // makes the same decision again before it connects (ns/monitor/upstream.h).
+// Runs in: caller, monitor, worker: the caller parses --egress-allow; the worker and the monitor
+//  judge each target by the same rules.
 #pragma once
 
 #include <netinet/in.h>

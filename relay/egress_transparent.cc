@@ -7,6 +7,7 @@
 // unread, and the kernel drops what the socket does not hold: counted), and the names that get an
 // address are capped (SyntheticNames::kMaxNames). A transparent client is checked, resolved and
 // connected (by the monitor) exactly as a CONNECT is: the same policy, the same log.
+// Runs in: worker.
 #include <arpa/inet.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>

@@ -1,6 +1,7 @@
 // --egress's upstreams (relay/egress.h): each candidate address is asked of the monitor, which
 // checks it again and answers with a socket whose connect it started, or a refusal
 // (ns/monitor/upstream.h). Runs in the confined relay worker, in the handshake loop (egress.cc).
+// Runs in: worker.
 #include <sys/epoll.h>
 
 #include <cerrno>

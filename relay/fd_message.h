@@ -1,5 +1,6 @@
 // Fixed-size messages with at most one fd (SCM_RIGHTS) over a SOCK_SEQPACKET socket: the monitor's
 // to the relay worker (relay/worker.h), and tools/bench/relay's anchor of what one costs.
+// Runs in: monitor, worker: the monitor sends the worker fds with it; the worker receives them.
 #pragma once
 
 #include <sys/socket.h>

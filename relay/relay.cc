@@ -9,6 +9,8 @@
 // that spends its budget re-arms its fds with EPOLL_CTL_MOD, which makes epoll report them again,
 // so epoll_fd() stays readable while work is left. Listeners and the timer are level-triggered:
 // accepting stops after a batch and the rest is reported again.
+// Runs in: monitor, worker: the worker's event loop; the monitor calls only connections_within
+//  (arithmetic).
 #include "relay/relay.h"
 
 #include <arpa/inet.h>

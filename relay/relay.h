@@ -1,5 +1,7 @@
 // The relay engine: TCP listeners from the sandbox's network namespace, each accepted connection
 // relayed byte for byte to a new connection to a host Unix socket. Runs in the confined relay worker (relay/worker.h).
+// Runs in: monitor, worker: the worker's event loop; the monitor calls only connections_within
+//  (arithmetic).
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,6 @@
 // The resolver thread. It owns the c-ares channel alone: the worker's main thread only queues names
 // and takes results, under m_mutex, and learns of results from an eventfd.
+// Runs in: worker.
 #include "relay/resolver.h"
 
 #include <ares.h>

@@ -6,6 +6,7 @@
 // server of the host's resolv.conf (add_name_server; ares_set_socket_functions), UDP only
 // (ARES_FLAG_IGNTC: a truncated answer is used as it is, never asked again over TCP). The answers,
 // for names the sandbox chose, are parsed here, in the confined worker.
+// Runs in: worker.
 #pragma once
 
 #include <sys/socket.h>

@@ -1,6 +1,7 @@
 // The relay worker's side of its requests to the monitor (relay/worker.h): a request per client
 // on the pipe, the answers in order to a FIFO of waiters. Internal to relay/worker.cc; runs in the
 // confined worker.
+// Runs in: worker.
 #pragma once
 
 #include <netinet/in.h>

@@ -1,5 +1,6 @@
 // The relay worker's options as a blob (relay/worker_config.h): written by the monitor, parsed by
 // the worker before it confines itself.
+// Runs in: monitor, worker: the monitor writes the worker's options; the exec'd worker parses them.
 #include "relay/worker_config.h"
 
 #include <limits>

@@ -17,6 +17,7 @@
 // --egress-allow's rules cross as their pattern text, which the worker parses again with
 // parse_allow_rule (relay/egress_policy.h): the same code that accepted them on the command
 // line, rather than a second format for sockaddrs; a pattern it refuses is a malformed blob.
+// Runs in: monitor, worker: the monitor writes the worker's options; the exec'd worker parses them.
 #pragma once
 
 #include <sys/types.h>

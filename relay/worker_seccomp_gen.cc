@@ -3,6 +3,7 @@
 // loop makes (the relay, the egress proxy, c-ares's thread, the allocator) and nothing else; any
 // other call is not made and ends the worker, naming the call (another architecture's kills
 // it); the sandbox runs on without its relay.
+// Runs in: build.
 #include <fcntl.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>

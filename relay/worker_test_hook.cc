@@ -1,5 +1,6 @@
 // Test-only misbehaviour of the confined relay worker (relay/worker_test_hook.h): compiled only with
 // -DCOCOON_TEST_HOOKS=ON, never in a shipped build. Runs in the worker, after its seccomp allowlist.
+// Runs in: worker.
 #include "relay/worker_test_hook.h"
 
 #include <arpa/inet.h>

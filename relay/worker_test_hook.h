@@ -1,6 +1,8 @@
 // Test-only: a relay worker that misbehaves once confined, as one taken over by a parsing bug
 // would (tests/e2e/hostile_worker_test.cc). Compiled only with -DCOCOON_TEST_HOOKS=ON, which no
 // shipped build sets; runs in the confined worker.
+// Runs in: monitor, worker: test builds only: the worker misbehaves; the monitor reads the variable
+//  that arms it.
 #pragma once
 
 #include <sys/types.h>

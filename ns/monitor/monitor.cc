@@ -2,6 +2,7 @@
 // the end in order and the reports (--info-fd, --json-status-fd). Runs in cocoon's own
 // process, outside the sandbox, with the caller's privilege; what reads the sandbox's bytes is
 // the relay worker's (relay/worker.h; the monitor's side of it: ns/monitor/relay_worker.h).
+// Runs in: monitor.
 #include "ns/monitor/monitor.h"
 
 #include <poll.h>

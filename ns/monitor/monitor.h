@@ -1,5 +1,6 @@
 // The monitor's side of a running sandbox: one poll loop until PID 1 is gone.
 // Runs in cocoon's own process, outside the sandbox, with the caller's privilege.
+// Runs in: monitor.
 #pragma once
 
 #include <sys/types.h>

@@ -1,5 +1,6 @@
 // The setup channel's table, built for one run, and the checks beside it that a static table cannot
 // make: the phase each message moves on to, and each index in range and once.
+// Runs in: monitor.
 #include "ns/monitor/setup_rules.h"
 
 #include <optional>

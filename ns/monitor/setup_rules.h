@@ -4,6 +4,7 @@
 // Runs in the monitor, on every datagram of the setup channel (ns/channel.h), before the monitor
 // acts on it; anything the table refuses ends the sandbox (SECURITY.md, "The setup channel").
 // Pure; unit-tested (tests/unit/setup_rules_test.cc).
+// Runs in: monitor.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // The sandbox's first process (PID 1 when there is a PID namespace), which
 // holds every capability over its new namespaces until it drops them before
 // exec: its set-up steps, the command's exec, and PID 1 the reaper.
+// Runs in: setup, pid1, pid2: the first process sets up, forks PID 2, and becomes PID 1.
 #include "ns/launch_context.h"
 #include "ns/setup/command.h"
 

@@ -1,5 +1,7 @@
 // Test-only misbehaviour of the sandbox's set-up on the setup channel (ns/setup/test_hook.h):
 // compiled only with -DCOCOON_TEST_HOOKS=ON, never in a shipped build.
+// Runs in: monitor, setup, pid1: test builds only: set-up and PID 1 misbehave; the monitor pauses
+//  after refusing it.
 #include "ns/setup/test_hook.h"
 
 #include <fcntl.h>

@@ -2,6 +2,8 @@
 // a set-up or a PID 1 taken over would (tests/e2e/hostile_setup_test.cc). Compiled only with
 // -DCOCOON_TEST_HOOKS=ON, which no shipped build sets; runs in the first process (before the
 // command), in PID 1 (after the command started), and in the monitor (its pause).
+// Runs in: monitor, setup, pid1: test builds only: set-up and PID 1 misbehave; the monitor pauses
+//  after refusing it.
 #pragma once
 
 #include <optional>

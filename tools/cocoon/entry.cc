@@ -1,5 +1,7 @@
 // cocoon's entry point: argv -> Options -> LaunchPlan -> launch. Runs as the
 // monitor, with the caller's privilege.
+// Runs in: caller, monitor, pid1, worker: every image of cocoon starts here: the caller, which
+//  becomes the monitor; PID 1's and the relay worker's re-exec.
 #include "tools/cocoon/entry.h"
 
 #include <fcntl.h>

@@ -1,4 +1,6 @@
 // cocoon's main, callable from tests: argv -> Options -> LaunchPlan -> launch.
+// Runs in: caller, monitor, pid1, worker: every image of cocoon starts here: the caller, which
+//  becomes the monitor; PID 1's and the relay worker's re-exec.
 #pragma once
 
 namespace cocoon::tools {
