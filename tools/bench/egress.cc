@@ -270,7 +270,9 @@ double cpu_ms(int who)
 {
     rusage used{};
     ::getrusage(who, &used);
-    auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+    auto ms = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+    };
     return ms(used.ru_utime) + ms(used.ru_stime);
 }
 
