@@ -1,10 +1,8 @@
-// --login-file: the copy in the sandbox and the write-back to the host.
-// LoginFiles runs in the monitor with the caller's privilege; everything it
-// reads from the sandbox is untrusted and reached only through the directory
-// fd the first process sent, never by a path. seed_login_file runs in the
-// sandbox's first process (ARCHITECTURE.md, "Login files", has the design).
-// Runs in: caller, monitor, setup: the caller opens SRC; set-up seeds DEST; the monitor writes
-//  renewals back.
+// --login-file: the copy in the sandbox and the write-back to the host (ARCHITECTURE.md, "Login
+// files", has the design). Everything LoginFiles reads from the sandbox is untrusted and reached
+// only through the directory fd the first process sent, never by a path.
+// Runs in: caller, monitor, setup: the caller opens SRC; set-up seeds DEST (seed_login_file);
+//  the monitor, with the caller's rights, writes renewals back.
 #include "ns/monitor/login_file.h"
 
 #include <fcntl.h>

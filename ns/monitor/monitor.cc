@@ -234,6 +234,39 @@ int finish(Supervised& s, SetupState& state, std::chrono::steady_clock::time_poi
     return report_exit(s, state, exit);
 }
 
+// The setup channel's source: one message a wake. One the table refuses ends the sandbox, and the
+// channel is read no more; at EOF no set-up process holds it now.
+void on_setup_channel(short revents, Supervised& s, SetupState& state, bool& open)
+{
+    if (revents & POLLIN) {
+        try {
+            if (auto msg = receive_queued_message(s.sock.get()))
+                return take_message(*msg, s, state);
+        } catch (const ProtocolError& e) {
+            refuse(s, state, e.what());
+            open = false;
+            return;
+        }
+    }
+    if (revents & (POLLHUP | POLLERR | POLLNVAL))
+        open = false;
+}
+
+// The command's grace period is over (ns/monitor/command_watch.h).
+void on_grace_over(Supervised& s, SetupState& state)
+{
+    if (auto status = state.command.on_timer()) {
+        // The command ended and PID 1 did not reap it: stopped by the agent. The sandbox ends
+        // with the command, with the command's status.
+        if (!state.command_status)
+            state.command_status = *status;
+        sys::write_all(STDERR_FILENO, s.plan.log_prefix +
+                                          "cocoon: the command exited but the sandbox's PID 1 did not end; "
+                                          "ending the sandbox (was PID 1 frozen?)\n");
+        send_signal(s.pidfd, SIGKILL);
+    }
+}
+
 }  // namespace
 
 int monitor(Supervised s)
@@ -272,20 +305,7 @@ int monitor(Supervised s)
     const std::vector<EventSource> others = {
         {"PID 1's exit", [&] { return s.pidfd; }, [&](short) { pid1_exited = std::chrono::steady_clock::now(); }},
         {"setup channel", [&] { return setup_open ? s.sock.get() : -1; },
-         [&](short revents) {
-             if (revents & POLLIN) {
-                 try {
-                     if (auto msg = receive_queued_message(s.sock.get()))
-                         return take_message(*msg, s, state);
-                 } catch (const ProtocolError& e) {
-                     refuse(s, state, e.what());
-                     setup_open = false;  // not read again
-                     return;
-                 }
-             }
-             if (revents & (POLLHUP | POLLERR | POLLNVAL))
-                 setup_open = false;  // EOF: no setup process holds the channel now
-         }},
+         [&](short revents) { on_setup_channel(revents, s, state, setup_open); }},
         {"the command's exit", [&] { return state.command.pidfd(); },
          [&](short) {
              state.command.on_exit();
@@ -294,16 +314,7 @@ int monitor(Supervised s)
         {"the command's grace period", [&] { return grace ? state.command.timer_fd() : -1; },
          [&](short) {
              grace = false;
-             if (auto status = state.command.on_timer()) {
-                 // The command ended and PID 1 did not reap it: stopped by the agent. The
-                 // sandbox ends with the command, with the command's status.
-                 if (!state.command_status)
-                     state.command_status = *status;
-                 sys::write_all(STDERR_FILENO, plan.log_prefix +
-                                                   "cocoon: the command exited but the sandbox's PID 1 did not end; "
-                                                   "ending the sandbox (was PID 1 frozen?)\n");
-                 send_signal(s.pidfd, SIGKILL);
-             }
+             on_grace_over(s, state);
          }},
         {"relay worker", [&] { return state.worker && !state.worker_gone ? state.worker->fd() : -1; },
          [&](short) {
