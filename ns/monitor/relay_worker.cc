@@ -39,11 +39,7 @@ namespace cocoon::ns {
 namespace {
 
 namespace wire = relay::wire;
-using relay::kAnswerFd;
 using relay::kConfigFd;
-using relay::kControlFd;
-using relay::kEgressLogFd;
-using relay::kRequestFd;
 
 // The child, before its exec, fails as the worker does (relay/worker.cc): one line, status 1.
 [[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
@@ -300,6 +296,7 @@ void RelayWorker::start_upstream(const std::vector<std::string>& patterns)
 {
     // The same rules the worker parses from the same text (relay/worker_config.h).
     std::vector<relay::AllowRule> rules;
+    rules.reserve(patterns.size());
     for (const std::string& pattern : patterns)
         rules.push_back(relay::parse_allow_rule(pattern));
     m_upstream.emplace(std::move(rules));

@@ -96,7 +96,7 @@ std::string SetupCheck::admit(const Message& msg, RateBound::Clock::time_point n
     if (std::string why = m_check.admit(kind, m_phase, fd_count(msg), now); !why.empty())
         return why;
     if (auto index = index_of(msg, m_expects)) {
-        const auto [at, count] = *index;
+        const uint32_t at = index->first, count = index->second;
         std::vector<bool>& seen = m_seen[kind];
         seen.resize(count);
         const std::string what = [&] {

@@ -124,11 +124,11 @@ std::vector<UniqueFd> name_server_sockets(std::string& error)
     }
     ares_channel channel = nullptr;
     ares_addr_port_node* servers = nullptr;
-    if (int rc = ares_init(&channel); rc != ARES_SUCCESS) {
+    int rc = ares_init(&channel);
+    if (rc == ARES_SUCCESS)
+        rc = ares_get_servers_ports(channel, &servers);
+    if (rc != ARES_SUCCESS)
         error = std::string("c-ares: ") + ares_strerror(rc);
-    } else if (rc = ares_get_servers_ports(channel, &servers); rc != ARES_SUCCESS) {
-        error = std::string("c-ares: ") + ares_strerror(rc);
-    }
     for (const ares_addr_port_node* each = servers; each && sockets.size() < wire::kMaxNameServers; each = each->next) {
         sockaddr_storage address{};
         const uint16_t port = htons(static_cast<uint16_t>(each->udp_port != 0 ? each->udp_port : 53));

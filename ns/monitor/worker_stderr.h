@@ -25,7 +25,7 @@ namespace cocoon::ns {
 
 class StderrLines {
 public:
-    static constexpr size_t kReadPerWake = 16 * 1024;
+    static constexpr size_t kReadPerWake = size_t{16} * 1024;
     static constexpr size_t kMaxLine = 4096;
     static constexpr double kLinesPerSecond = 50;
     static constexpr double kBurst = 500;
