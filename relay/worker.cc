@@ -40,13 +40,8 @@ namespace {
 
 #include "worker_seccomp.inc"
 
-[[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
-{
-    const std::string line = prefix + "cocoon: relay worker: " + what + ": " + std::strerror(err) + "\n";
-    (void)!::write(STDERR_FILENO, line.data(), line.size());
-    ::_exit(1);
-}
-
+// Not sys::read_small: /etc/resolv.conf is often a link (systemd-resolved's stub), which its
+// O_NOFOLLOW refuses; these are the host's files, read before the worker confines itself.
 std::string read_small_file(const char* path)
 {
     UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
@@ -61,7 +56,7 @@ void write_new_file(const char* path, const std::string& text, const std::string
 {
     UniqueFd fd(::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
     if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        fail(prefix, std::string("can't write ") + path + " in its root", errno);
+        worker_fail(prefix, std::string("can't write ") + path + " in its root", errno);
 }
 
 // Security: the worker gives up every right before it reads a byte of the sandbox's. Its root
@@ -77,44 +72,44 @@ void confine(const WorkerConfig& config, const std::string& prefix)
     const std::string resolv = config.egress ? read_small_file("/etc/resolv.conf") : "";
     const bool root = !config.own_user_namespace;
     if (::unshare(CLONE_NEWNS) < 0)
-        fail(prefix, "unshare", errno);
+        worker_fail(prefix, "unshare", errno);
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
-        fail(prefix, "mount(MS_PRIVATE)", errno);
+        worker_fail(prefix, "mount(MS_PRIVATE)", errno);
     // /proc is a directory every host has; the tmpfs on it becomes the root.
     if (::mount("cocoon-relay", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=2m,nr_inodes=16,mode=0755") <
         0)
-        fail(prefix, "mount(tmpfs)", errno);
+        worker_fail(prefix, "mount(tmpfs)", errno);
     if (::chdir("/proc") < 0)
-        fail(prefix, "chdir", errno);
+        worker_fail(prefix, "chdir", errno);
     if (config.egress) {
         if (::mkdir("etc", 0755) < 0)
-            fail(prefix, "mkdir(etc)", errno);
+            worker_fail(prefix, "mkdir(etc)", errno);
         write_new_file("etc/hosts", hosts, prefix);
         write_new_file("etc/resolv.conf", resolv, prefix);
     }
     if (::syscall(SYS_pivot_root, ".", ".") < 0)
-        fail(prefix, "pivot_root", errno);
+        worker_fail(prefix, "pivot_root", errno);
     if (::umount2(".", MNT_DETACH) < 0)
-        fail(prefix, "umount2(old root)", errno);
+        worker_fail(prefix, "umount2(old root)", errno);
     if (::chdir("/") < 0 ||
         ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
-        fail(prefix, "remount(/, ro)", errno);
+        worker_fail(prefix, "remount(/, ro)", errno);
     for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
         if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            fail(prefix, "PR_CAPBSET_DROP", errno);
+            worker_fail(prefix, "PR_CAPBSET_DROP", errno);
     const uint32_t id = config.worker_id;
     if (root && (::setgroups(0, nullptr) < 0 || ::setresgid(id, id, id) < 0 || ::setresuid(id, id, id) < 0))
-        fail(prefix, "setresuid(" + std::to_string(id) + ")", errno);
+        worker_fail(prefix, "setresuid(" + std::to_string(id) + ")", errno);
     cap_t none = cap_init();
     if (!none || cap_set_proc(none) < 0)
-        fail(prefix, "cap_set_proc", errno);
+        worker_fail(prefix, "cap_set_proc", errno);
     cap_free(none);
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
         ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-        fail(prefix, "prctl", errno);
+        worker_fail(prefix, "prctl", errno);
     // A new uid clears the parent-death signal: set after it.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-        fail(prefix, "PR_SET_PDEATHSIG", errno);
+        worker_fail(prefix, "PR_SET_PDEATHSIG", errno);
     // A monitor that ended before that line sent no signal; its end of the control socket is then
     // closed (getppid() cannot tell: the monitor is outside the worker's PID namespace).
     pollfd monitor{kControlFd, 0, 0};
@@ -147,11 +142,11 @@ void load_allowlist(const std::string& prefix)
     action.sa_sigaction = on_refused_call;
     action.sa_flags = SA_SIGINFO;
     if (::sigaction(SIGSYS, &action, nullptr) < 0)
-        fail(prefix, "sigaction(SIGSYS)", errno);
+        worker_fail(prefix, "sigaction(SIGSYS)", errno);
     sock_fprog prog{static_cast<unsigned short>(std::size(kWorkerAllowlist)),
                     const_cast<sock_filter*>(kWorkerAllowlist)};
     if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
-        fail(prefix, "seccomp", errno);
+        worker_fail(prefix, "seccomp", errno);
 }
 
 // The relay's lines go to the worker's stderr, after --level-prefix's prefix.
@@ -228,9 +223,9 @@ void on_control(const Loop& loop)
     if (err == ECONNRESET)
         ::_exit(0);  // the monitor is gone
     if (err != 0)
-        fail(loop.prefix, "a malformed message from the monitor", err);
+        worker_fail(loop.prefix, "a malformed message from the monitor", err);
     if (std::string wrong = loop.check.admit(msg.kind, loop.phase, fd ? 1 : 0, RateBound::Clock::now()); !wrong.empty())
-        fail(loop.prefix, "the monitor sent " + wrong, EBADMSG);
+        worker_fail(loop.prefix, "the monitor sent " + wrong, EBADMSG);
     std::optional<Egress>& egress = loop.egress;
     if (msg.kind == wire::kNameServer) {
         if (egress)
@@ -273,7 +268,7 @@ void on_control(const Loop& loop)
         WireCheck check(wire::rules());
         uint32_t phase = wire::kWorkerStarting;
         if (::fcntl(kAnswerFd, F_SETFL, O_NONBLOCK) < 0 || ::fcntl(kRequestFd, F_SETFL, O_NONBLOCK) < 0)
-            fail(prefix, "fcntl(O_NONBLOCK)", errno);
+            worker_fail(prefix, "fcntl(O_NONBLOCK)", errno);
         load_allowlist(prefix);
         // One wait for everything: the relay's sockets, the monitor's two, the egress proxy's.
         relay.watch(kAnswerFd, [&] {
@@ -319,7 +314,7 @@ bool is_worker_mode(const std::vector<std::string>& args)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            fail("", "can't read its options (fd " + std::to_string(kConfigFd) + ")", errno);
+            worker_fail("", "can't read its options (fd " + std::to_string(kConfigFd) + ")", errno);
         if (n == 0)
             break;
         blob.append(buf, static_cast<size_t>(n));

@@ -11,9 +11,12 @@
 #pragma once
 
 #include <limits.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <span>
+#include <string>
 
 #include "base/wire_rules.h"
 #include "relay/egress_policy.h"
@@ -40,6 +43,16 @@ constexpr const char* kWorkerMode = "--internal-relay-worker";
 // for a signed int). Two monitors share one only with the same pid in different PID namespaces of
 // one user namespace.
 inline constexpr uint32_t kWorkerIdBase = 0x70000000;
+
+// How the worker fails before it runs (the monitor's child before its exec, the exec'd image
+// while it confines itself): one line on stderr, exit status 1. Only write(2) and _exit(2), so
+// it is safe between clone and exec.
+[[noreturn]] inline void worker_fail(const std::string& prefix, const std::string& what, int err)
+{
+    const std::string line = prefix + "cocoon: relay worker: " + what + ": " + std::strerror(err) + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    ::_exit(1);
+}
 
 }  // namespace cocoon::relay
 

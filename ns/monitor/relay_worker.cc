@@ -41,28 +41,13 @@ namespace {
 namespace wire = relay::wire;
 using relay::kConfigFd;
 
-// The child, before its exec, fails as the worker does (relay/worker.cc): one line, status 1.
-[[noreturn]] void fail(const std::string& prefix, const std::string& what, int err)
-{
-    const std::string line = prefix + "cocoon: relay worker: " + what + ": " + std::strerror(err) + "\n";
-    (void)!::write(STDERR_FILENO, line.data(), line.size());
-    ::_exit(1);
-}
-
-std::string read_small_file(const char* path)
-{
-    UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-    std::string text;
-    char buf[4096];
-    for (ssize_t n; fd && text.size() < (size_t{1} << 20) && (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
-        text.append(buf, static_cast<size_t>(n));
-    return text;
-}
+// The child, before its exec, fails as the worker does: one line, status 1.
+using relay::worker_fail;
 
 // Whether the user namespace's uid_map or gid_map (`path`) maps `id`.
 bool maps_id(const char* path, uint32_t id)
 {
-    std::istringstream map(read_small_file(path));
+    std::istringstream map(sys::read_small(AT_FDCWD, path, size_t{1} << 20));
     for (uint64_t inside, outside, count; map >> inside >> outside >> count;)
         if (inside <= id && id - inside < count)
             return true;
@@ -199,7 +184,7 @@ struct ChildPlan {
             sys::write_file("/proc/self/uid_map", "0 " + std::to_string(child.caller_uid) + " 1");
             sys::write_file("/proc/self/gid_map", "0 " + std::to_string(child.caller_gid) + " 1");
         } catch (const SysError& e) {
-            fail(prefix, "its user namespace", e.code());
+            worker_fail(prefix, "its user namespace", e.code());
         }
     }
     // Only what the worker needs crosses, at fixed numbers: /dev/null, its stderr pipe, its
@@ -212,13 +197,13 @@ struct ChildPlan {
     int high[std::size(from)];
     for (size_t i = 0; i < std::size(from); ++i)
         if ((high[i] = ::fcntl(from[i], F_DUPFD_CLOEXEC, 64)) < 0)
-            fail(prefix, "fcntl(F_DUPFD)", errno);
+            worker_fail(prefix, "fcntl(F_DUPFD)", errno);
     const int exe_fd = ::fcntl(child.exe, F_DUPFD_CLOEXEC, 64);
     for (size_t i = 0; i < std::size(from); ++i)
         if (::dup2(high[i], static_cast<int>(i)) < 0)  // dup2: the copy is not CLOEXEC
-            fail(prefix, "dup2", errno);
+            worker_fail(prefix, "dup2", errno);
     if (exe_fd < 0)
-        fail(prefix, "fcntl(F_DUPFD)", errno);
+        worker_fail(prefix, "fcntl(F_DUPFD)", errno);
     // Every other fd goes at the exec (the copies above and the binary's among them).
     ::close_range(kConfigFd + 1, ~0U, CLOSE_RANGE_CLOEXEC);
     // The relay's splice(2) into a host socket whose proxy went away raises SIGPIPE.
@@ -235,7 +220,7 @@ struct ChildPlan {
     char* argv[] = {const_cast<char*>("cocoon-relay"), const_cast<char*>(relay::kWorkerMode), nullptr};
     char* envp[] = {nullptr};
     ::syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
-    fail(prefix, "can't run as a fresh image (execveat)", errno);
+    worker_fail(prefix, "can't run as a fresh image (execveat)", errno);
 }
 
 }  // namespace
