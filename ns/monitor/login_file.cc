@@ -284,14 +284,14 @@ void LoginFiles::on_timer()
     set_timer();
 }
 
-void LoginFiles::stop_begins()
+void LoginFiles::stop_begins(bool command_killed)
 {
     if (m_entries.empty() || m_stop_at)
         return;
     // Security: on the stop path, bounded (at most max_queued_events, read without blocking). What
     // was queued until now came before the stop; a writer it kills closes DEST after.
     on_events();
-    m_stop_at = Clock::now();
+    m_stop_at = Clock::now() - (command_killed ? kQuiet : Clock::duration{});
 }
 
 void LoginFiles::finish(std::optional<Clock::time_point> killed_at)

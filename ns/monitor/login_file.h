@@ -57,8 +57,10 @@ public:
     void on_timer();  // timer_fd is readable: the rest or the quiet period is over
     // The run is being stopped: the monitor is about to send the sandbox a signal that may kill a
     // writer of DEST (a forwarded stop signal, --kill-after's or --die-with-parent's SIGKILL).
-    // The changes made so far are read first; no change read after is saved.
-    void stop_begins();
+    // The changes made so far are read first; no change read after is saved. command_killed: a
+    // signal the monitor did not send killed the command, a moment before the monitor learned it;
+    // a change read in the quiet period before now is not saved either.
+    void stop_begins(bool command_killed = false);
     // The sandbox is gone: save what changed, without waiting. killed_at: when PID 1's end was
     // seen, if a signal killed the command and no stop_begins came first (a signal the monitor
     // did not send): the stop began shortly before, and a change read in the quiet period before

@@ -141,8 +141,9 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
         state.command_status = status->wait_status;
         if (status->answer) {
             // PID 1 waits to kill what the command left: a writer of DEST among them would be cut
-            // short. What DEST became until now is read; nothing changed after is saved.
-            s.logins.stop_begins();
+            // short. What DEST became until now is read; nothing changed after is saved. A command
+            // a signal killed was stopped by someone the monitor did not see (finish() below).
+            s.logins.stop_begins(WIFSIGNALED(status->wait_status));
             (void)::send(s.sock.get(), &kLeftoversAnswer, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         }
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
