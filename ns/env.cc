@@ -37,12 +37,18 @@ std::vector<std::string> build_env(const std::vector<std::string>& base, const s
 {
     std::vector<std::string> env = base;
     for (const EnvOp& op : ops) {
-        if (auto* set = std::get_if<SetEnv>(&op))
+        if (auto* set = std::get_if<SetEnv>(&op)) {
             set_env(env, set->name, set->value);
-        else if (auto* unset = std::get_if<UnsetEnv>(&op))
+        } else if (auto* unset = std::get_if<UnsetEnv>(&op)) {
             unset_env(env, unset->name);
-        else
+        } else if (auto* keep = std::get_if<KeepEnv>(&op)) {
+            if (std::optional<std::string> value = get_env(base, keep->name))
+                set_env(env, keep->name, *value);
+            else
+                unset_env(env, keep->name);
+        } else {
             env.clear();
+        }
     }
     return env;
 }

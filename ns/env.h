@@ -1,4 +1,4 @@
-// The command's environment: the caller's, edited by --setenv, --unsetenv and
+// The command's environment: the caller's, edited by --setenv, --unsetenv, --keep-env and
 // --clearenv in order. Pure; computed in the monitor.
 // Runs in: caller, setup: the caller plans the environment; set-up sets PWD.
 #pragma once
@@ -17,7 +17,12 @@ struct UnsetEnv {
     std::string name;
 };
 struct ClearEnv {};
-using EnvOp = std::variant<SetEnv, UnsetEnv, ClearEnv>;
+// --keep-env NAME: NAME as the caller has it, wherever the edits before left it (unset if the
+// caller has none).
+struct KeepEnv {
+    std::string name;
+};
+using EnvOp = std::variant<SetEnv, UnsetEnv, ClearEnv, KeepEnv>;
 
 // `base` is NAME=VALUE entries (environ); later entries of a name win.
 std::vector<std::string> build_env(const std::vector<std::string>& base, const std::vector<EnvOp>& ops);

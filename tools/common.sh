@@ -78,7 +78,7 @@ cocoon_tidy() {
 # at configure time, then with another given at install time (`cmake --install --prefix /usr`).
 # Each time, uses what was installed: the bwrap link resolves to the installed cocoon, runs a
 # sandbox and speaks as bwrap, the man page renders and names every option the binary has, the
-# completion (and its bwrap link) completes an option, the AppArmor profile names the installed
+# completion (and its bwrap link) completes an option and an --agent profile, --agent finds every built-in profile, the AppArmor profile names the installed
 # binary, and install_manifest.txt lists every file installed. Never installs outside a DESTDIR.
 cocoon_check_install() {
   local configured other
@@ -107,6 +107,12 @@ cocoon_check_layout() {
   [ "$said" = ok ] || { echo "$fail: the installed bwrap starts no sandbox: $said" >&2; return 1; }
   said=$("$bin/bwrap" --frobnicate 2>&1) || true
   [ "$said" = "bwrap: Unknown option --frobnicate" ] || { echo "$fail: the installed bwrap does not speak as bwrap: $said" >&2; return 1; }
+  # --agent finds the profiles installed beside the binary (PREFIX/share/cocoon/profiles).
+  local profile
+  for profile in claude codex gemini generic opencode; do
+    said=$(cd /tmp && HOME=/nonexistent XDG_CONFIG_HOME= "$bin/cocoon" --host-user nobody --agent "$profile" --dry-run 2>&1) ||
+      { echo "$fail: the installed cocoon does not expand --agent $profile: $said" >&2; return 1; }
+  done
   local page=$share/man/man1/cocoon.1 text missing=()
   [ -f "$page" ] || { echo "$fail: no man page $page" >&2; return 1; }
   if groff -man -Tutf8 -ww -z "$page" 2>&1 | grep -q .; then
@@ -126,6 +132,9 @@ cocoon_check_layout() {
   completed=$(PATH=$bin:$PATH bash -c "source '$completions/bwrap';
     COMP_WORDS=(bwrap --unshare-p); COMP_CWORD=1; _cocoon; echo \${COMPREPLY[*]}")
   [ "$completed" = "--unshare-pid" ] || { echo "$fail: bash completion gave '$completed'" >&2; return 1; }
+  completed=$(PATH=$bin:$PATH XDG_CONFIG_HOME=/nonexistent bash -c "source '$completions/cocoon';
+    COMP_WORDS=(cocoon --agent cl); COMP_CWORD=2; _cocoon; echo \${COMPREPLY[*]}")
+  [ "$completed" = "claude" ] || { echo "$fail: bash completion gave '$completed' for --agent cl" >&2; return 1; }
   local profile=$dest/etc/apparmor.d/cocoon
   said=", no AppArmor profile (no /etc/apparmor.d here)"
   if [ -d /etc/apparmor.d ]; then

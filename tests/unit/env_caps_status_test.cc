@@ -24,6 +24,17 @@ TEST(BuildEnv, AppliesOpsInOrder)
               (std::vector<std::string>{"B=2", "PATH=/bin", "A=again"}));
 }
 
+// --keep-env: the caller's value, after --clearenv or over a --setenv; unset where the caller has none.
+TEST(BuildEnv, KeepEnvTakesTheCallersValue)
+{
+    std::vector<std::string> base{"TERM=xterm", "TOKEN=secret"};
+    EXPECT_EQ(ns::build_env(base, {ns::ClearEnv{}, ns::KeepEnv{"TERM"}}), (std::vector<std::string>{"TERM=xterm"}));
+    EXPECT_EQ(ns::build_env(base, {ns::SetEnv{"TERM", "dumb"}, ns::KeepEnv{"TERM"}}),
+              (std::vector<std::string>{"TOKEN=secret", "TERM=xterm"}));
+    EXPECT_EQ(ns::build_env(base, {ns::SetEnv{"LANG", "C"}, ns::KeepEnv{"LANG"}}),
+              (std::vector<std::string>{"TERM=xterm", "TOKEN=secret"}));
+}
+
 TEST(BuildEnv, MatchesWholeNames)
 {
     std::vector<std::string> base{"AB=1", "A=2", "A_B=3"};

@@ -16,6 +16,7 @@
 #include "tools/cocoon/option_table.h"
 #include "tools/cocoon/options.h"
 #include "tools/cocoon/plan.h"
+#include "tools/cocoon/profile.h"
 
 namespace po = boost::program_options;
 
@@ -57,16 +58,19 @@ const OptionSpec* find_named(std::string_view name)
     return nullptr;
 }
 
-// The OptionSpec of option `arg` ("--name"), or nullptr.
-const OptionSpec* find_spec(const std::string& arg)
+}  // namespace
+
+const OptionSpec* find_option(const std::string& arg)
 {
     return arg.rfind("--", 0) == 0 ? find_named(std::string_view(arg).substr(2)) : nullptr;
 }
 
+namespace {
+
 // How many arguments option `arg` takes; throws for an unknown option.
 unsigned arity(const std::string& arg)
 {
-    const OptionSpec* spec = find_spec(arg);
+    const OptionSpec* spec = find_option(arg);
     if (!spec)
         throw UsageError("Unknown option " + arg);
     return count_args(spec->args);
@@ -80,7 +84,7 @@ po::options_description describe(const std::vector<std::string>& option_args)
     po::options_description desc;
     std::set<std::string_view> described;
     for (size_t i = 0; i < option_args.size();) {
-        const OptionSpec* spec = find_spec(option_args[i]);
+        const OptionSpec* spec = find_option(option_args[i]);
         if (described.insert(spec->name).second)
             desc.add_options()(spec->name, new Args(count_args(spec->args)), spec->help);
         i += 1 + count_args(spec->args);
@@ -271,6 +275,10 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
     }
 
     Options o;
+    // --agent: the profile's options where it stands (tools/cocoon/profile.h); origins names
+    // each option's file and line, for the errors of its handler.
+    std::vector<std::string> origins;
+    o.agent = expand_agent(option_args, origins);
     try {
         const po::options_description desc = describe(option_args);
         po::parsed_options parsed =
@@ -280,14 +288,23 @@ Options parse_args(const std::vector<std::string>& args, const FdReader& read)
                 .run();
         // parsed.options keeps command-line order, which the mount and
         // environment edits depend on.
-        for (const po::option& opt : parsed.options) {
-            check_modifiers(o, opt.string_key);
-            find_named(opt.string_key)->handle(o, opt.value);
+        for (size_t i = 0; i < parsed.options.size(); ++i) {
+            const po::option& opt = parsed.options[i];
+            try {
+                check_modifiers(o, opt.string_key);
+                find_named(opt.string_key)->handle(o, opt.value);
+            } catch (const UsageError& e) {
+                if (i >= origins.size() || origins[i].empty())
+                    throw;
+                throw UsageError(origins[i] + ": " + e.what(), e.detail());
+            }
         }
     } catch (const po::error& e) {
         throw UsageError(e.what());
     }
     finish_modifiers(o);
+    if (o.dry_run)
+        o.option_words = std::move(option_args);
     // Read after parsing, so only the --seccomp that takes effect is read.
     // A failure reads as bwrap words it ("Can't read seccomp data: Bad file
     // descriptor"); the option that named the fd is its detail. bwrap's order: each
@@ -314,7 +331,7 @@ bool level_prefix_requested(const std::vector<std::string>& args)
             return true;
         if (arg == "--" || arg.empty() || arg[0] != '-')
             return false;
-        const OptionSpec* spec = find_spec(arg);
+        const OptionSpec* spec = find_option(arg);
         if (!spec)
             return false;
         i += 1 + count_args(spec->args);

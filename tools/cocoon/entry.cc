@@ -28,6 +28,7 @@
 #include "relay/host_socket.h"
 #include "relay/worker.h"
 #include "tools/cocoon/check.h"
+#include "tools/cocoon/profile.h"
 #include "tools/cocoon/options.h"
 #include "tools/cocoon/plan.h"
 
@@ -199,6 +200,19 @@ int exit_now(int code)
     return code;
 }
 
+// --dry-run: the options are planned as a run would plan them (a command line the planner
+// refuses is refused here too; without a command, as if one followed), then printed; no fd is
+// taken, no file opened for the sandbox, nothing made.
+int print_dry_run(Options& options)
+{
+    std::vector<std::string> command = options.command;
+    if (options.command.empty())
+        options.command = {"true"};
+    (void)make_launch_plan(options, read_host(options));
+    std::fputs(dry_run_text(options.option_words, command).c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 int cocoon_main(int argc, char** argv)
 {
     const std::string prog = program_name(argc, argv);
@@ -243,6 +257,8 @@ int cocoon_main(int argc, char** argv)
         }
         for (const std::string& warning : options.warnings)
             say("<4>", warning);
+        if (options.dry_run)
+            return print_dry_run(options);
         const ns::LaunchPlan plan = make_launch_plan(options, read_host(options));
         ns::CallerFds fds = take_caller_fds(options);
         // Security: each --relay SOCKET is pinned now, before the sandbox exists: a link or

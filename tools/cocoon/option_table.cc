@@ -396,6 +396,15 @@ constexpr OptionSpec kExtensionSpecs[] = {
          note_repeat(o, o.host_user.has_value(), "--host-user");
          o.host_user = a[0];
      }},
+    {"keep-env", "VAR", "Set VAR as the caller has it (after --clearenv), or unset it where the caller has none",
+     [](Options& o, const V& a) { o.env.push_back(ns::KeepEnv{a[0]}); }},
+    // --agent and --worktree are spliced out before the table is read (tools/cocoon/profile.h).
+    {"agent", "PROFILE", "The hardened agent layout of PROFILE (claude, codex, gemini, opencode, generic, a path) here",
+     [](Options&, const V&) {}},
+    {"worktree", "DIR", "With --agent: the directory the agent works in, read-write (default: the current one)",
+     [](Options&, const V&) {}},
+    {"dry-run", "", "Print the whole command line (--agent expanded) and exit, making no sandbox",
+     flag<&Options::dry_run>},
 };
 
 }  // namespace

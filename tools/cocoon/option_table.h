@@ -31,6 +31,9 @@ struct OptionSpec {
 std::span<const OptionSpec> bwrap_options();
 std::span<const OptionSpec> extension_options();
 
+// The OptionSpec of option `arg` ("--name"), or nullptr (tools/cocoon/cli.cc).
+const OptionSpec* find_option(const std::string& arg);
+
 // How many arguments an OptionSpec's `args` names.
 unsigned count_args(const char* args);
 

@@ -29,6 +29,10 @@ struct Options {
     bool help = false;
     bool version = false;
     bool check = false;  // --check
+    bool dry_run = false;  // --dry-run
+    std::string agent;  // --agent PROFILE, spliced into the options by parse_args ("" without)
+    // --dry-run: the option words as expanded (the profile's in place of --agent).
+    std::vector<std::string> option_words;
 
     bool unshare_user = false;
     bool unshare_user_try = false;

@@ -214,6 +214,12 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     if (join_user && o.unshare_user_try)
         throw UsageError("--userns not compatible --unshare-user-try");
     check_host_user(o, host, join_user);
+    // Security: an agent run by root acts on the host as root (its files through the read-only
+    // /etc, root's cgroup files from a nested user namespace) unless it is given a user of its own.
+    if (!o.agent.empty() && root && !o.host_user)
+        throw UsageError("--agent " + o.agent +
+                         " as root needs --host-user USER, so that the agent never acts as root on the host: "
+                         "make a user for it (useradd --system --no-create-home agent) and add --host-user agent");
     const bool user_ns =
         !join_user && (!root || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
     plan.clone_flags = clone_flags_for(o, host, user_ns);

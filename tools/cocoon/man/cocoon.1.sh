@@ -52,6 +52,47 @@ HEAD
         printf "\n%s\n", help
     }'
 cat <<TAIL
+.SH AGENT PROFILES
+\fB\-\-agent\fR \fIPROFILE\fR puts, where it stands on the command line, the
+options of a profile: the hardened layout for an AI coding agent (every
+namespace, a stop that reaches the agent and leaves nothing, no inherited fd
+or variable of the caller's, the system read\-only, a fresh /tmp and home,
+the worktree read\-write with its .git read\-only, the agent's login file,
+and egress through cocoon's proxy to the agent's hosts only). Options after it
+add to it or override it as they would after the same options typed out:
+\fB\-\-egress\-allow\fR adds a host, \fB\-\-bind\fR a path.
+\fB\-\-dry\-run\fR prints the whole command line that would run, one
+option per line and ready to paste into sh, and exits 0 without making a
+sandbox. Built in: \fBclaude\fR, \fBcodex\fR, \fBgemini\fR,
+\fBopencode\fR and \fBgeneric\fR (the layout with no login file and no
+host). A root caller must add \fB\-\-host\-user\fR \fIUSER\fR, a user
+made for the agent, so that the agent never acts as root on the host.
+.PP
+The worktree is the current directory, or \fB\-\-worktree\fR \fIDIR\fR,
+made canonical; one that is the caller's home, or holds it, or is /, is
+refused. With \fB\-\-relay\fR \fIPORT SOCKET\fR (the caller's own proxy),
+the profile's \fB\-\-egress\fR, \fB\-\-egress\-allow\fR and
+\fB\-\-proxy\-env\fR are left out, and \fB\-\-proxy\-env\fR names the first
+relay's port unless the command line gives its own.
+.PP
+A profile is a file of options, one per line, written as on the command line.
+Spaces and tabs split a line into words; a quote (' or ", either one closes
+what either opened) keeps spaces in a word, and a backslash escapes a quote, a
+space or a backslash (Boost.Program_options' split_unix). An empty word cannot be
+written, and a quote left open is refused. A line starting with # is a comment, and
+\fBinclude\fR \fINAME\fR reads another profile there (a name, or a path:
+relative to the including file; at most 8 deep, never itself). Two names
+expand: \fB\$HOME\fR, the caller's home (\$HOME when absolute, else its
+passwd entry's), and \fB\$WORKTREE\fR; any other \$NAME is refused, so a
+profile means the same in every environment. \fB\-\-agent\fR,
+\fB\-\-worktree\fR, \fB\-\-args\fR, \fB\-\-dry\-run\fR and the
+options that only print are refused in a profile. A \fIPROFILE\fR with a /
+is a path; a name is looked for as \fINAME\fR.profile in
+\$XDG_CONFIG_HOME/cocoon/profiles (else ~/.config/cocoon/profiles), then in
+share/cocoon/profiles beside cocoon's binary (the installed ones). A profile
+that is not a regular file, larger than 64 KiB, names an unknown option or
+gives an option the wrong number of arguments is refused in one line naming
+the file and line.
 .SH RELAY LIMITS
 The connections of \fB\-\-relay\fR and \fB\-\-egress\fR are relayed by
 cocoon's relay worker, a confined process outside the sandbox, with two file
@@ -142,6 +183,12 @@ default sandbox).
 .TP
 .I /etc/apparmor.d/cocoon
 lets cocoon create user namespaces where AppArmor restricts them.
+.TP
+.I PREFIX/share/cocoon/profiles/*.profile
+the built\-in profiles of \fB\-\-agent\fR.
+.TP
+.I ~/.config/cocoon/profiles/*.profile
+the user's own profiles, found first.
 .SH SEE ALSO
 .BR bwrap (1),
 .BR user_namespaces (7),
