@@ -150,7 +150,7 @@ TEST_F(Profiles, WhatIsNotAProfileFileIsRefused)
               "--agent fifo: " + (m_dir / "installed/fifo.profile") + " is not a profile: not a regular file");
     EXPECT_EQ(refusal({"--agent", "none"}), "--agent none: no profile none (looked for none.profile in " +
                                                 (m_dir / "user") + ", " + (m_dir / "installed") + ")");
-    write_file(m_dir / "installed/big.profile", std::string(65 * 1024, '#'));
+    write_file(m_dir / "installed/big.profile", std::string(size_t{65} << 10, '#'));
     EXPECT_EQ(refusal({"--agent", "big"}),
               "--agent big: " + (m_dir / "installed/big.profile") + " is larger than 64 KiB");
     EXPECT_NE(refusal({"--agent", m_dir / "missing"})

@@ -24,7 +24,7 @@
 namespace cocoon::tools {
 namespace {
 
-constexpr size_t kProfileMax = 64 * 1024;  // the largest profile file read
+constexpr size_t kProfileMax = size_t{64} << 10;  // the largest profile file read
 constexpr size_t kIncludeDepth = 8;  // includes within includes
 constexpr const char* kSuffix = ".profile";
 
@@ -118,7 +118,7 @@ private:
             return name[0] == '/' || base_dir.empty() ? name : base_dir + "/" + name;
         std::string looked;
         for (const std::string& dir : m_paths.dirs) {
-            const std::string path = dir + "/" + name + kSuffix;
+            std::string path = dir + "/" + name + kSuffix;
             struct stat st;
             if (::stat(path.c_str(), &st) == 0 || errno != ENOENT)
                 return path;
