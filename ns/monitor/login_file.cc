@@ -25,6 +25,7 @@
 
 #include "base/sys.h"
 #include "base/sys_error.h"
+#include "ns/monitor/login_source.h"
 #include "ns/monitor/stop.h"
 
 namespace cocoon::ns {
@@ -41,12 +42,16 @@ constexpr auto kSaveGap = std::chrono::milliseconds(1000);
 
 constexpr uint32_t kDestEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY | IN_CREATE | IN_Q_OVERFLOW;
 constexpr uint32_t kSrcEvents = IN_CLOSE_WRITE | IN_MOVED_TO;
-// A file (SRC or DEST) is opened without following a link, blocking, or taking a terminal.
-constexpr int kOpenFile = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 
 // The warnings' step, and what a failed write-back leaves.
 constexpr const char* kStep = "login sync";
 constexpr const char* kKept = "SRC keeps its last saved version";
+// What a refused or failed write-back leaves: SRC's last version, or (--login-file-try, before
+// the first save) no SRC.
+const char* kept(bool absent)
+{
+    return absent ? "SRC stays missing" : kKept;
+}
 
 // The sync's error for the call that just failed on path (errno is read first).
 SysError failed(const std::string& option, const char* what, const std::string& path)
@@ -71,55 +76,6 @@ bool read_stable(int fd, const struct stat& opened, std::string& out)
            same_version(opened, after) && out.size() == static_cast<size_t>(after.st_size);
 }
 
-// Why a file at DEST is refused, or "" for a regular file cocoon may read.
-std::string refusal(const struct stat& st, dev_t dir_dev)
-{
-    if (S_ISLNK(st.st_mode))
-        return "a symbolic link";
-    if (S_ISDIR(st.st_mode))
-        return "a directory";
-    if (S_ISFIFO(st.st_mode))
-        return "a FIFO";
-    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-        return "a device";
-    if (!S_ISREG(st.st_mode))
-        return "not a regular file";
-    if (st.st_nlink != 1)
-        return "a file with " + std::to_string(st.st_nlink) + " hard links";
-    if (static_cast<unsigned long long>(st.st_size) > kLoginFileMax)
-        return "larger than 1 MiB";
-    // Security: something mounted on DEST (a bind of another file) is not
-    // the sandbox's copy.
-    if (st.st_dev != dir_dev)
-        return "another mount";
-    return "";
-}
-
-// Why the file at SRC is refused, or "": SRC must be owned by the caller, and a file DEST may
-// be. Security: a hard link (to a file of the caller's elsewhere on the filesystem) or another
-// user's file at SRC's name would be read into the sandbox; its write-back replaces only the name.
-std::string source_refusal(const struct stat& st)
-{
-    if (st.st_uid != ::geteuid())
-        return "owned by uid " + std::to_string(st.st_uid) + ", not by the caller (uid " + std::to_string(::geteuid()) +
-               ")";
-    return refusal(st, st.st_dev);
-}
-
-// A write-back killed between linkat and renameat leaves its temp file
-// (".NAME.cocoon-PID-N") beside SRC; one whose cocoon is gone is removed.
-void remove_stale_temps(int dir, const std::string& name)
-{
-    const std::string prefix = "." + name + ".cocoon-";
-    for (const sys::DirEntry& entry : sys::list_dir(dir)) {
-        if (entry.name.rfind(prefix, 0) != 0)
-            continue;
-        const long pid = std::strtol(entry.name.c_str() + prefix.size(), nullptr, 10);
-        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH)
-            ::unlinkat(dir, entry.name.c_str(), 0);
-    }
-}
-
 }  // namespace
 
 LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix, bool no_follow)
@@ -132,61 +88,50 @@ LoginFiles::LoginFiles(const std::vector<LoginFile>& files, std::string log_pref
         static_cast<int>(check(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create")));
     for (const LoginFile& file : files) {
         Entry e;
-        e.option = "--login-file " + file.source + " " + file.dest;
-        e.dest_path = file.dest;
-        auto [dir, name] = sys::split_parent(file.source);
-        e.src_dir_path = dir;
-        if (name.empty() || name == "." || name == "..")
-            throw UsageError(e.option + ": SRC must name a file");
-        // Security: SRC's directory is opened once, here, and held for the
-        // whole run: every later read of SRC and every write-back happens in
-        // this fd, never by path. Under --no-follow-sources no component may
-        // be a symlink, so a link planted in a directory the agent (or an
-        // earlier run) could write does not redirect it.
-        int err =
-            sys::try_openat2(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, no_follow ? RESOLVE_NO_SYMLINKS : 0, 0, e.src_dir);
-        if (err == -ELOOP && no_follow)
-            throw UsageError(e.option + ": a component of " + dir +
-                             " is a symbolic link (refused by --no-follow-sources); pass the real path");
-        if (err < 0)
-            throw SysError(kStep, -err, e.option + ": can't open the directory", dir);
-        // The write-back makes a temp file there and renames it over SRC.
-        if (::faccessat(e.src_dir.get(), ".", W_OK | X_OK, AT_EACCESS) < 0)
-            throw SysError(errno, e.option + ": the directory " + dir + " must be writable");
-        // Security: SRC itself is never followed. A link at SRC (to
-        // ~/.ssh/authorized_keys, say) would be read as the login file and
-        // every renewal saved over the file it names.
-        UniqueFd src(::openat(e.src_dir.get(), name.c_str(), kOpenFile));
-        if (!src && errno == ELOOP)
-            throw UsageError(e.option + ": " + file.source +
-                             " is a symbolic link; pass the real path of the file it names");
-        if (!src)
-            throw SysError(errno, e.option);
-        struct stat st;
-        check(::fstat(src.get(), &st), e.option);
-        if (std::string why = source_refusal(st); !why.empty())
-            throw UsageError(e.option + ": " + file.source + " is " + why);
-        if (!sys::read_up_to(src.get(), kLoginFileMax + 1, e.synced))
-            throw SysError(errno, e.option);
-        if (e.synced.size() > kLoginFileMax)
-            throw UsageError(e.option + ": " + file.source + " is larger than 1 MiB");
-        e.src_gid = st.st_gid;
-        e.src_mode = st.st_mode & 0777;
-        e.src_name = name;
-        e.dest_name = sys::split_parent(file.dest).second;
-        remove_stale_temps(e.src_dir.get(), name);
-        const std::string proc = "/proc/self/fd/" + std::to_string(e.src_dir.get());
-        e.src_wd = static_cast<int>(check(::inotify_add_watch(m_inotify.get(), proc.c_str(), kSrcEvents),
-                                          e.option + ": inotify_add_watch(" + dir + ")"));
+        open_source(e, file, no_follow);
+        if (e.src.dir) {
+            remove_stale_temps(e.src.dir.get(), e.src_name);
+            watch_source(e);
+        }
         m_entries.push_back(std::move(e));
     }
+}
+
+// SRC's directory is watched for renewals from the host (check_source).
+void LoginFiles::watch_source(Entry& e)
+{
+    const std::string proc = "/proc/self/fd/" + std::to_string(e.src.dir.get());
+    e.src_wd = ::inotify_add_watch(m_inotify.get(), proc.c_str(), kSrcEvents);
+    if (e.src_wd < 0)
+        throw failed(e.option, "can't watch", e.src_dir_path);
+}
+
+// Opens SRC's directory and reads SRC (login_source.h). Nothing is made.
+void LoginFiles::open_source(Entry& e, const LoginFile& file, bool no_follow)
+{
+    e.option = file.option();
+    e.dest_path = file.dest;
+    e.dest_name = sys::split_parent(file.dest).second;
+    auto [dir, name] = sys::split_parent(file.source);
+    e.src_dir_path = dir;
+    e.src_name = name;
+    if (name.empty() || name == "." || name == "..")
+        throw UsageError(e.option + ": SRC must name a file");
+    // Security: SRC's directory is opened once, here, and held for the whole run: every later
+    // read of SRC and every write-back happens in this fd, never by path.
+    e.src = open_source_dir(dir, no_follow, file.may_be_missing, e.option);
+    SourceVersion v = read_source(e.src, name, file.source, file.may_be_missing, e.option);
+    e.synced = std::move(v.content);
+    e.src_mode = v.mode;
+    e.src_gid = v.gid;
+    e.absent = v.absent;
 }
 
 std::vector<LoginSeed> LoginFiles::seeds() const
 {
     std::vector<LoginSeed> out;
     for (const Entry& e : m_entries)
-        out.push_back({e.synced, e.src_mode & 0777});
+        out.push_back({e.synced, e.src_mode & 0777, e.absent});
     return out;
 }
 
@@ -322,29 +267,29 @@ LoginFiles::Read LoginFiles::read_dest(Entry& e, bool need_close, std::string& o
         return Read::Missing;
     if (::fstatat(e.dest_dir.get(), e.dest_name.c_str(), &before, AT_SYMLINK_NOFOLLOW) < 0)
         return Read::Missing;
-    if (std::string why = refusal(before, dir.st_dev); !why.empty()) {
+    if (std::string why = login_refusal(before, dir.st_dev); !why.empty()) {
         // One line for each thing put at DEST, however many events it made.
         std::string said = why + " " + std::to_string(before.st_ino);
         if (need_close && said != e.refused)
-            m_warnings.say(kStep, e.option + ": DEST is " + why + ": refused, and " + kKept);
+            m_warnings.say(kStep, e.option + ": DEST is " + why + ": refused, and " + kept(e.absent));
         e.refused = std::move(said);
         return Read::Refused;
     }
     e.refused.clear();
     if (need_close && !e.dest_closed)
         return Read::Wait;  // made, not yet written and closed
-    UniqueFd fd(::openat(e.dest_dir.get(), e.dest_name.c_str(), kOpenFile));
+    UniqueFd fd(::openat(e.dest_dir.get(), e.dest_name.c_str(), kOpenLoginFile));
     if (!fd && errno == ENOENT)
         return Read::Missing;
     if (!fd && errno != ELOOP) {
         // Not retried: a mode that keeps cocoon out stays until the command changes it.
         if (need_close)
-            m_warnings.say(failed(e.option, "can't open DEST", e.dest_path), kKept);
+            m_warnings.say(failed(e.option, "can't open DEST", e.dest_path), kept(e.absent));
         return Read::Refused;
     }
     if (!fd)
         return Read::Unstable;  // a symlink swapped in after the lstat: look again
-    if (::fstat(fd.get(), &opened) < 0 || !refusal(opened, dir.st_dev).empty() || opened.st_ino != before.st_ino)
+    if (::fstat(fd.get(), &opened) < 0 || !login_refusal(opened, dir.st_dev).empty() || opened.st_ino != before.st_ino)
         return Read::Unstable;  // swapped between the lstat and the open: look again
     // A version is taken only while no one has DEST open for writing: the
     // kernel refuses a read lease (EAGAIN) on such a file, which catches a
@@ -387,10 +332,12 @@ void LoginFiles::check_dest(Entry& e, bool final)
     // Busy: a writer holds DEST open, and its close is the next event.
     if ((r == Read::Wait && !final) || r == Read::Busy)
         return;
-    if (r == Read::Ok && content != e.synced && after_stop) {
-        m_warnings.say(kStep,
-                       e.option + ": DEST changed after the run was stopped, maybe cut short: not saved, and " + kKept);
-    } else if (r == Read::Ok && content != e.synced) {
+    // A version differs from SRC's, or is the first of a --login-file-try without SRC.
+    const bool changed = r == Read::Ok && (content != e.synced || e.absent);
+    if (changed && after_stop) {
+        m_warnings.say(kStep, e.option + ": DEST changed after the run was stopped, maybe cut short: not saved, and " +
+                                  kept(e.absent));
+    } else if (changed) {
         if (!final && Clock::now() < e.saved_at + kSaveGap) {
             arm(e.saved_at + kSaveGap);  // saved a moment ago: this version waits its turn
             return;
@@ -401,7 +348,7 @@ void LoginFiles::check_dest(Entry& e, bool final)
                 return;
             }
         } catch (const SysError& error) {
-            m_warnings.say(error, kKept);
+            m_warnings.say(error, kept(e.absent));
         }
         e.saved_at = Clock::now();
     }
@@ -424,7 +371,16 @@ void LoginFiles::check_dest(Entry& e, bool final)
 // Throws SysError for the step that failed; SRC is then untouched.
 bool LoginFiles::save_to_source(Entry& e, const std::string& content, bool final)
 {
-    const int dir = e.src_dir.get();
+    // --login-file-try: the first save makes SRC's missing directories (login_source.h).
+    if (!e.src.dir) {
+        make_source_dirs(e.src, e.option);
+        try {
+            watch_source(e);
+        } catch (const SysError& error) {
+            m_warnings.say(error, "SRC's renewals on the host do not reach DEST");
+        }
+    }
+    const int dir = e.src.dir.get();
     // The lock is on a description of its own (the held directory, reopened), so it ends with it.
     UniqueFd lock(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     for (int tries = 0; !lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) < 0; ++tries) {
@@ -477,6 +433,7 @@ bool LoginFiles::save_to_source(Entry& e, const std::string& content, bool final
     step(::renameat(dir, temp.c_str(), dir, e.src_name.c_str()) == 0, "can't rename over SRC");
     ::fsync(dir);
     e.synced = content;
+    e.absent = false;
     return true;
 }
 
@@ -500,10 +457,10 @@ void LoginFiles::keep_group(Entry& e, int fd, const std::string& path)
 // sandbox if it has not changed its own copy since the last sync.
 void LoginFiles::check_source(Entry& e)
 {
-    if (!e.src_changed || !e.dest_dir)
+    if (!e.src_changed || !e.dest_dir || !e.src.dir)
         return;
     e.src_changed = false;
-    UniqueFd fd(::openat(e.src_dir.get(), e.src_name.c_str(), kOpenFile));
+    UniqueFd fd(::openat(e.src.dir.get(), e.src_name.c_str(), kOpenLoginFile));
     struct stat st;
     std::string content;
     if (!fd || ::fstat(fd.get(), &st) < 0 || !source_refusal(st).empty())
@@ -513,11 +470,14 @@ void LoginFiles::check_source(Entry& e)
         arm();
         return;
     }
-    if (content == e.synced || e.dest_closed || e.dest_created)
+    if ((content == e.synced && !e.absent) || e.dest_closed || e.dest_created)
         return;  // ours, or the sandbox's own change is on its way to SRC
+    // The sandbox changed (or removed) its copy: its version wins. A DEST still absent (a
+    // --login-file-try without SRC at the start) takes SRC's first version.
     std::string current;
-    if (read_dest(e, false, current) != Read::Ok || current != e.synced)
-        return;  // the sandbox changed (or removed) its copy: its version wins
+    const Read r = read_dest(e, false, current);
+    if (e.absent ? r != Read::Missing : (r != Read::Ok || current != e.synced))
+        return;
     replace_dest(e, content);
 }
 
@@ -570,11 +530,12 @@ void LoginFiles::replace_dest(Entry& e, const std::string& content)
         return;
     }
     e.synced = content;
+    e.absent = false;
 }
 
 UniqueFd seed_login_file(const LoginFile& file, const LoginSeed& seed)
 {
-    const std::string what = "--login-file " + file.source + " " + file.dest;
+    const std::string what = file.option();
     auto [parent, name] = sys::split_parent(file.dest);
     UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root)
@@ -587,6 +548,12 @@ UniqueFd seed_login_file(const LoginFile& file, const LoginSeed& seed)
     check(::fstatfs(dir.get(), &fs), what);
     if (fs.f_type != TMPFS_MAGIC)
         throw UsageError(what + ": DEST's directory is not a tmpfs (a later mount covers it)");
+    // --login-file-try without SRC: DEST starts absent (nothing another option put there).
+    struct stat st;
+    if (seed.absent && ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        throw SysError(EEXIST, what + ": DEST must start absent");
+    if (seed.absent)
+        return dir;
     UniqueFd out(::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out)
         throw SysError(errno, what + ": can't create DEST");

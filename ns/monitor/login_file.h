@@ -1,5 +1,5 @@
 // --login-file SRC DEST: a host file copied into the sandbox, and every change
-// made to the copy saved back to the host. LoginFiles runs in the monitor
+// made to the copy saved back to the host (--login-file-try: SRC may be missing). LoginFiles runs in the monitor
 // (cocoon's own process, outside, with the caller's privilege); seed_login_file
 // runs in the sandbox's first process, after pivot_root.
 // Runs in: caller, monitor, setup: the caller opens SRC; set-up seeds DEST; the monitor writes
@@ -16,6 +16,7 @@
 
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
+#include "ns/monitor/login_source.h"
 
 namespace cocoon::ns {
 
@@ -23,6 +24,14 @@ namespace cocoon::ns {
 struct LoginFile {
     std::string source;
     std::string dest;
+    // --login-file-try: SRC (and its directories) may be missing; DEST then starts absent, and
+    // its first version makes SRC (and the directories, 0700).
+    bool may_be_missing = false;
+    // "--login-file SRC DEST" (or "--login-file-try SRC DEST"), for messages.
+    std::string option() const
+    {
+        return (may_be_missing ? "--login-file-try " : "--login-file ") + source + " " + dest;
+    }
 };
 
 // The largest login file cocoon copies either way.
@@ -32,6 +41,7 @@ constexpr size_t kLoginFileMax = 1 << 20;
 struct LoginSeed {
     std::string content;
     mode_t mode = 0600;
+    bool absent = false;  // --login-file-try with no SRC: nothing is written, DEST starts absent
 };
 
 // The monitor's side: the host directory of each SRC, opened before the
@@ -44,6 +54,8 @@ public:
     // following a link in any component) and reads SRC, which must be a
     // regular file with one link, owned by the caller, and not a link.
     // Throws UsageError/SysError naming "--login-file SRC DEST" otherwise.
+    // --login-file-try: a missing SRC, or SRC's directory, is no error
+    // (login_source.h: the directories are made at the first save).
     LoginFiles(const std::vector<LoginFile>& files, std::string log_prefix, bool no_follow);
 
     std::vector<LoginSeed> seeds() const;
@@ -72,6 +84,8 @@ public:
 private:
     struct Entry;
     enum class Read { Ok, Missing, Wait, Busy, Unstable, Refused };
+    void open_source(Entry& e, const LoginFile& file, bool no_follow);
+    void watch_source(Entry& e);
     Read read_dest(Entry& e, bool need_close, std::string& out);
     void check_dest(Entry& e, bool final);
     void check_source(Entry& e);
@@ -89,7 +103,7 @@ private:
     struct Entry {
         std::string option;  // "--login-file SRC DEST", for messages
         std::string src_dir_path, dest_path;  // for messages
-        UniqueFd src_dir;  // SRC's directory on the host (O_RDONLY: flock, fsync)
+        SourceDir src;  // SRC's directory on the host (or, while it is missing, its ancestor)
         std::string src_name;
         gid_t src_gid = 0;
         mode_t src_mode = 0600;
@@ -98,6 +112,7 @@ private:
         std::string dest_name;
         int src_wd = -1, dest_wd = -1;
         std::string synced;  // the version SRC and DEST last agreed on
+        bool absent = false;  // --login-file-try: SRC and DEST last agreed there is no version yet
         bool dest_closed = false;  // a close or a rename came after DEST's last change
         bool dest_created = false;  // something new is at DEST (a link, a FIFO, ...)
         bool src_changed = false;

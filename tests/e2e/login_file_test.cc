@@ -400,20 +400,29 @@ TEST(LoginFile, ARenewalIsNotLostForAGroupTheCallerIsNotIn)
     EXPECT_TRUE(contains(r.err, ": Operation not permitted; saved with group ")) << r.err;
 }
 
-TEST(LoginFile, RefusedInputLeavesNothingBehind)
+// Each refusal is one line naming the option, and leaves the host as it was. --login-file-try
+// refuses an SRC that exists as --login-file does; only a missing one is no error for it.
+void refusals_leave_nothing_behind(const std::string& option)
 {
     TempDir dir;
     write_file(dir / "cred", "v1", 0600);
     write_file(dir / "big", std::string(2 << 20, 'x'), 0600);
     ::mkdir((dir / "sub").c_str(), 0700);
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    ASSERT_EQ(::symlink((dir / "cred").c_str(), (dir / "link").c_str()), 0);
     HostSnapshot host("login-refused", dir.path());
     auto refused = [&](const std::string& src, const std::string& dest, const std::string& why,
                        const std::vector<std::string>& more = {}) {
-        Result r = in_sandbox(args({host.mark(), more, {"--login-file", src, dest}}), {"true"});
-        expect_refused(r, {"--login-file", src, dest, why});
+        Result r = in_sandbox(args({host.mark(), more, {option, src, dest}}), {"true"});
+        expect_refused(r, {option + " " + src + " ", dest, why});
     };
-    refused(dir / "missing", kDest, "No such file or directory");
+    if (option == "--login-file")
+        refused(dir / "missing", kDest, "No such file or directory");
     refused(dir / "sub", kDest, "is a directory");
+    refused(dir / "fifo", kDest, "is a FIFO");
+    refused(dir / "link", kDest, "is a symbolic link; pass the real path");
+    refused(dir / "cred/x", kDest, "Not a directory");
+    refused(dir / "cred/x/y", kDest, "Not a directory");
     refused(dir / "big", kDest, "larger than 1 MiB");
     ASSERT_EQ(::link((dir / "cred").c_str(), (dir / "cred2").c_str()), 0);
     refused(dir / "cred", kDest, "a file with 2 hard links");
@@ -421,11 +430,32 @@ TEST(LoginFile, RefusedInputLeavesNothingBehind)
     if (is_root()) {
         ASSERT_EQ(::chown((dir / "big").c_str(), 4321, 4321), 0);
         refused(dir / "big", kDest, "owned by uid 4321, not by the caller");
+    } else {
+        // Root may write anywhere; an unprivileged caller is refused a directory it cannot write,
+        // and so is --login-file-try a missing one below it (before anything is made).
+        ASSERT_EQ(::chmod((dir / "sub").c_str(), 0500), 0);
+        refused(dir / "sub/cred", kDest, "the directory " + (dir / "sub") + " must be writable");
+        if (option == "--login-file-try")
+            refused(dir / "sub/new/cred", kDest, "the directory " + (dir / "sub") + " must be writable");
+        ASSERT_EQ(::chmod((dir / "sub").c_str(), 0700), 0);
     }
+    if (option == "--login-file-try")
+        refused(dir / "new/../cred", kDest, "a .. below it cannot be made");
     refused(dir / "cred", "/cred", "DEST must be below a directory other than /");
     refused(dir / "cred", "/home/../cred", "..");
     refused(dir / "cred", kDest, "DEST given twice", {"--login-file", dir / "cred", kDest});
+    refused(dir / "cred", kDest, "DEST given twice", {"--login-file-try", dir / "cred", kDest});
     host.expect_unchanged();
+}
+
+TEST(LoginFile, RefusedInputLeavesNothingBehind)
+{
+    refusals_leave_nothing_behind("--login-file");
+}
+
+TEST(LoginFileTry, RefusedInputLeavesNothingBehind)
+{
+    refusals_leave_nothing_behind("--login-file-try");
 }
 
 // Issue 22: storms the agent makes in DEST's directory cost the monitor little: two seconds each

@@ -90,6 +90,27 @@ TEST(NoOpenat2, LoginFileLinksAreRefused)
     host.expect_unchanged();
 }
 
+// --login-file-try's missing directories: the userspace walk finds the nearest existing ancestor
+// as openat2 does, and refuses a link in the path under --no-follow-sources before making anything.
+TEST(NoOpenat2, LoginFileTryMakesMissingDirectoriesAndRefusesLinks)
+{
+    TempDir dir, elsewhere;
+    Result r = without_openat2([&] {
+        return in_sandbox({"--login-file-try", dir / "a/b/cred", "/home/agent/.cred"},
+                          sh("printf first > /home/agent/.cred"));
+    });
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(read_file(dir / "a/b/cred"), "first");
+    ASSERT_EQ(::symlink(elsewhere.path().c_str(), (dir / "link").c_str()), 0);
+    r = without_openat2([&] {
+        return in_sandbox({"--no-follow-sources", "--login-file-try", dir / "link/new/cred", "/home/agent/.cred"},
+                          sh("printf first > /home/agent/.cred"));
+    });
+    expect_refused(r, {"--login-file-try", dir / "link/new/cred", "(refused by --no-follow-sources)"});
+    EXPECT_TRUE(files_under(elsewhere.path()).empty());
+}
+
 // --check tells the caller that openat2 is missing and what cocoon does instead; a default
 // sandbox can still run.
 TEST(NoOpenat2, CheckSaysTheWalkIsDoneInUserspace)

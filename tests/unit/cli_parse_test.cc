@@ -194,6 +194,35 @@ TEST(ParseArgs, SizeBoundsShmTheLoginDirAndTheTmpOverlay)
     EXPECT_EQ(parse_error({"--size", "1", "--proc", "/proc", "true"}), "--size must be followed by --tmpfs");
 }
 
+// --login-file-try takes the options --login-file takes, in the same way, and is marked as such.
+TEST(ParseArgs, LoginFileTryIsParsedAsLoginFile)
+{
+    Options o = parse_args({"--login-file", "/a", "/h/a", "--size", "200", "--login-file-try", "/b", "/g/b",
+                            "--login-file-try", "/c", "/h/c", "true"});
+    ASSERT_EQ(o.process.login_files.size(), 3u);
+    EXPECT_FALSE(o.process.login_files[0].may_be_missing);
+    EXPECT_TRUE(o.process.login_files[1].may_be_missing);
+    EXPECT_EQ(o.process.login_files[1].source, "/b");
+    EXPECT_EQ(o.process.login_files[1].dest, "/g/b");
+    EXPECT_EQ(o.process.login_files[1].option(), "--login-file-try /b /g/b");
+    EXPECT_TRUE(o.process.login_files[2].may_be_missing);
+    // /h's tmpfs (the first --login-file's) serves the third; --size sized the second's.
+    ASSERT_EQ(o.mounts.size(), 2u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 0).dest, "/h");
+    EXPECT_EQ(op<mount::Tmpfs>(o, 0).size, mount::kLoginDirSize);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 1).dest, "/g");
+    EXPECT_EQ(op<mount::Tmpfs>(o, 1).size, 200u);
+    EXPECT_EQ(op<mount::Tmpfs>(o, 1).mode, 0700u);
+    EXPECT_EQ(parse_error({"--fresh-home", "/h", "--size", "1", "--login-file-try", "/c", "/h/c", "true"}),
+              "--size before --login-file-try /c /h/c: /h is a tmpfs given earlier, which keeps its own size");
+    EXPECT_EQ(parse_error({"--login-file", "/c", "/h/c", "--login-file-try", "/d", "/h/c", "true"}),
+              "--login-file-try /d /h/c: DEST given twice");
+    EXPECT_EQ(parse_error({"--login-file-try", "", "/h/c", "true"}), "--login-file-try  /h/c: SRC is empty");
+    EXPECT_EQ(parse_error({"--login-file-try", "/c", "/c", "true"}),
+              "--login-file-try /c /c: DEST must be below a directory other than /, which becomes a tmpfs of its own");
+    EXPECT_EQ(parse_error({"--login-file-try", "/c"}), "--login-file-try takes two arguments");
+}
+
 TEST(ParseArgs, PermsAndSizeModifyOnlyTheNextOption)
 {
     Options o = parse_args({"--perms", "0700",   "--tmpfs", "/a",      "--tmpfs", "/b",    "--perms", "640", "--file",

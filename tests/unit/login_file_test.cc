@@ -316,5 +316,86 @@ TEST(LoginFiles, APlantedTempNameInDestsDirectoryIsAWarningThatNamesIt)
     EXPECT_EQ(read(dest.path + "/.cred"), "old");
 }
 
+// --login-file-try: a missing SRC in missing directories is an absent seed; nothing is made until
+// the first version, which makes the directories (0700) and SRC (0600), even an empty one.
+TEST(LoginFiles, AMissingSrcAndItsDirectoriesAreMadeByTheFirstVersion)
+{
+    Dir src, dest;
+    const std::string cred = src.path + "/a/b/cred";
+    LoginFiles logins({{cred, "/home/agent/.cred", true}}, "", false);
+    ASSERT_TRUE(logins.seeds().at(0).absent);
+    EXPECT_EQ(logins.seeds().at(0).content, "");
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    settle(logins);
+    EXPECT_FALSE(std::filesystem::exists(src.path + "/a"));
+    write(dest.path + "/.cred", "");
+    logins.finish();
+    ASSERT_TRUE(std::filesystem::exists(cred));
+    EXPECT_EQ(read(cred), "");
+    struct stat st;
+    for (const std::string& dir : {src.path + "/a", src.path + "/a/b"}) {
+        ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 07777, 0700u) << dir;
+    }
+    ASSERT_EQ(::stat(cred.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    EXPECT_FALSE(logins.warnings().last());
+}
+
+// With SRC's directory there and SRC missing, a SRC another sandbox (or the host's user) makes
+// reaches a DEST still absent; a DEST the sandbox wrote meanwhile would win instead.
+TEST(LoginFiles, ASrcMadeOnTheHostReachesAnAbsentDest)
+{
+    Dir src, dest;
+    LoginFiles logins({{src.path + "/cred", "/home/agent/.cred", true}}, "", false);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    write(src.path + "/.new", "from-host");
+    ::chmod((src.path + "/.new").c_str(), 0600);
+    ASSERT_EQ(::rename((src.path + "/.new").c_str(), (src.path + "/cred").c_str()), 0);
+    settle(logins);
+    EXPECT_EQ(read(dest.path + "/.cred"), "from-host");
+    // From here on it is an ordinary login file: the sandbox's renewal is saved.
+    write(dest.path + "/.cred", "renewed");
+    logins.finish();
+    EXPECT_EQ(read(src.path + "/cred"), "renewed");
+}
+
+// Under --no-follow-sources a directory the sandbox put where a missing one goes, as a link, is
+// refused at the save: a warning, nothing written through it.
+TEST(LoginFiles, ALinkPutWhereAMissingDirectoryGoesIsNotFollowed)
+{
+    Dir src, dest, elsewhere;
+    LoginFiles logins({{src.path + "/a/cred", "/home/agent/.cred", true}}, "", true);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    ASSERT_EQ(::symlink(elsewhere.path.c_str(), (src.path + "/a").c_str()), 0);
+    write(dest.path + "/.cred", "new");
+    logins.finish();
+    EXPECT_FALSE(std::filesystem::exists(elsewhere.path + "/cred"));
+    const std::optional<SysError>& said = logins.warnings().last();
+    ASSERT_TRUE(said);
+    EXPECT_EQ(said->code(), ENOTDIR);
+    EXPECT_EQ(said->path(), src.path + "/a");
+}
+
+// A missing directory someone else made before the first save (the agent, under --host-user, in
+// an ancestor it may write) is not the caller's: refused, nothing saved in it. Needs root.
+TEST(LoginFiles, AMissingDirectoryAnotherUserMadeIsRefused)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "needs root to make a directory of another user's";
+    Dir src, dest;
+    LoginFiles logins({{src.path + "/a/cred", "/home/agent/.cred", true}}, "", false);
+    logins.add_sandbox_dir(0, UniqueFd(open_dir(dest.path)));
+    ASSERT_EQ(::mkdir((src.path + "/a").c_str(), 0777), 0);
+    ASSERT_EQ(::chown((src.path + "/a").c_str(), 4321, 4321), 0);
+    write(dest.path + "/.cred", "new");
+    logins.finish();
+    EXPECT_FALSE(std::filesystem::exists(src.path + "/a/cred"));
+    const std::optional<SysError>& said = logins.warnings().last();
+    ASSERT_TRUE(said);
+    EXPECT_EQ(said->code(), EPERM);
+    EXPECT_EQ(said->path(), src.path + "/a");
+}
+
 }  // namespace
 }  // namespace cocoon::ns

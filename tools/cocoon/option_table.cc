@@ -46,10 +46,11 @@ bool takes_perms(const std::string& name)
 // file beside DEST and rename it over DEST. Its size is --size's, if one comes
 // before the option, else kLoginDirSize: agents that keep their whole state
 // beside the login (~/.claude) need the caller to say how much.
-void add_login_file(Options& o, const std::string& src, const std::string& dest)
+// --login-file-try (may_be_missing) is the same with an SRC that may be missing.
+void add_login_file(Options& o, const std::string& src, const std::string& dest, bool may_be_missing)
 {
     const std::optional<unsigned long long> size = std::exchange(o.next_size, std::nullopt);
-    const std::string what = "--login-file " + src + " " + dest;
+    const std::string what = ns::LoginFile{src, dest, may_be_missing}.option();
     if (src.empty())
         throw UsageError(what + ": SRC is empty");
     std::string path;
@@ -64,7 +65,7 @@ void add_login_file(Options& o, const std::string& src, const std::string& dest)
     for (const ns::LoginFile& other : o.process.login_files)
         if (other.dest == path)
             throw UsageError(what + ": DEST given twice");
-    o.process.login_files.push_back(ns::LoginFile{src, path});
+    o.process.login_files.push_back(ns::LoginFile{src, path, may_be_missing});
     // A tmpfs given earlier for that very directory (another login file's,
     // or a fresh home's) serves; a second one would hide the first's files.
     auto names_parent = [&](const std::string& other) {
@@ -279,7 +280,7 @@ constexpr OptionSpec kSpecs[] = {
      }},
     {"size", "BYTES",
      "Set the size in bytes (and one inode per 2 KiB) of the next --tmpfs, --fresh-home, --dev's shm, "
-     "--login-file's dir or --tmp-overlay's upper layer",
+     "--login-file's (or -try's) dir or --tmp-overlay's upper layer",
      [](Options& o, const V& a) {
          if (o.next_size)
              throw UsageError("--size given twice for the same action");
@@ -390,7 +391,10 @@ constexpr OptionSpec kExtensionSpecs[] = {
      [](Options& o, const V& a) { o.process.cgroup.pids_max = parse_pids(a[0]); }},
     {"login-file", "SRC DEST",
      "DEST starts as a copy of the host file SRC; changes are saved back to SRC (DEST's dir: a 4 MiB tmpfs)",
-     [](Options& o, const V& a) { add_login_file(o, a[0], a[1]); }},
+     [](Options& o, const V& a) { add_login_file(o, a[0], a[1], false); }},
+    {"login-file-try", "SRC DEST",
+     "As --login-file, but SRC may be missing: DEST starts absent; its first version makes SRC (and dirs, 0700)",
+     [](Options& o, const V& a) { add_login_file(o, a[0], a[1], true); }},
     {"host-user", "USER[:GROUP]", "As root: the sandbox acts on the host as USER (and GROUP), never as root",
      [](Options& o, const V& a) {
          note_repeat(o, o.host_user.has_value(), "--host-user");
@@ -437,10 +441,10 @@ void check_modifiers(const Options& o, const std::string& name)
     if (!o.next_overlay_srcs.empty() && name != "overlay-src" && name != "overlay" && name != "tmp-overlay" &&
         name != "ro-overlay")
         throw UsageError(kDanglingOverlaySrc);
-    // bwrap's words; cocoon's --fresh-home, --login-file, --dev and --tmp-overlay take it too
-    // (the last after its --overlay-src layers).
-    if (o.next_size && name != "tmpfs" && name != "fresh-home" && name != "login-file" && name != "dev" &&
-        name != "tmp-overlay" && name != "overlay-src" && name != "size" && name != "perms")
+    // bwrap's words; cocoon's --fresh-home, --login-file(-try), --dev and --tmp-overlay take it
+    // too (the last after its --overlay-src layers).
+    if (o.next_size && name != "tmpfs" && name != "fresh-home" && name != "login-file" && name != "login-file-try" &&
+        name != "dev" && name != "tmp-overlay" && name != "overlay-src" && name != "size" && name != "perms")
         throw UsageError("--size must be followed by --tmpfs");
     if (o.next_perms && !takes_perms(name) && name != "size" && name != "perms")
         throw UsageError("--perms must be followed by an option that creates a file");

@@ -151,6 +151,18 @@ and the summary's \fBquestions\-dropped\fR counts them. A run writes at
 most 64 MiB to the log, the summary included: at the cap one line
 (\fBcapped\-at\-bytes\fR) says so, every later line is only counted in
 \fBnot\-written\fR, and the summary still comes last.
+.SH LOGIN FILES
+\fB\-\-login\-file\fR \fISRC DEST\fR copies the host file SRC (a regular file of the
+caller's, with one link, at most 1 MiB) to DEST, in a tmpfs of its own, and saves each whole
+version the command leaves at DEST back to SRC (a temp file renamed over it), while the sandbox
+runs and at its end; a version another sandbox saved to SRC replaces an unchanged DEST.
+.PP
+\fB\-\-login\-file\-try\fR does the same, but SRC may be missing: DEST then starts absent,
+and the first version the command writes there makes SRC (mode 0600) and the missing directories
+of its path (mode 0700, one at a time, none through a link under
+\fB\-\-no\-follow\-sources\fR). Nothing is made before that first save: a run that fails, or
+writes no DEST, leaves nothing on the host. An SRC that exists is checked as under
+\fB\-\-login\-file\fR.
 .SH DEFAULT SECCOMP POLICY
 Before the command runs, cocoon loads a seccomp filter that refuses what no
 agent needs and what has been a way out of a sandbox or a way to reach the
