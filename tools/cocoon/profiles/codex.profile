@@ -10,5 +10,6 @@ include generic
 --egress-allow api.openai.com
 --egress-allow chatgpt.com
 --egress-allow ab.chatgpt.com
-# Where a ChatGPT login is renewed (Codex's own code names it; not seen here, with no login).
+# Where a ChatGPT login is renewed: Codex 0.171's binary names auth.openai.com/oauth/token (not
+# seen here, where no login was possible).
 --egress-allow auth.openai.com

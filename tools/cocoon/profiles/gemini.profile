@@ -8,6 +8,7 @@ include generic
 # The hosts it was seen to contact with an API key.
 --egress-allow generativelanguage.googleapis.com
 --egress-allow play.googleapis.com
-# Where a Google login is renewed and served (Gemini CLI's own code names them; not seen here).
+# Where a Google login is renewed and served: Gemini CLI 0.61's code names oauth2.googleapis.com
+# (its token endpoint) and cloudcode-pa.googleapis.com (Code Assist); not seen here, with no login.
 --egress-allow oauth2.googleapis.com
 --egress-allow cloudcode-pa.googleapis.com
