@@ -123,6 +123,9 @@ TEST(AgentBadInput, EachIsOneLineAndNothingStarts)
     // A FIFO is never opened for a blocking read: the run ends at once, refused.
     expect_refused(worktree.path(), {"--agent", profiles / "fifo.profile"}, "is not a profile: not a regular file");
     expect_refused(worktree.path(), {"--agent", "generic", "--agent", "generic"}, "cocoon: --agent given twice");
+    // The agent writes the worktree: a profile there is never read.
+    write_file(worktree / "agent.profile", "--unshare-net\n");
+    expect_refused(worktree.path(), {"--agent", worktree / "agent.profile"}, "which the agent may write");
     expect_refused(worktree.path(), {"--worktree", worktree.path()},
                    "--worktree " + worktree.path() + ": only with --agent");
 }

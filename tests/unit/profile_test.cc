@@ -159,6 +159,19 @@ TEST_F(Profiles, WhatIsNotAProfileFileIsRefused)
         << refusal({"--agent", m_dir / "missing"});
 }
 
+// Security: a profile the agent could have written in an earlier run is never read.
+TEST_F(Profiles, AProfileInTheWorktreeIsRefused)
+{
+    ::mkdir((m_dir / "wt").c_str(), 0700);
+    m_paths.worktree = m_dir / "wt";
+    write_file(m_dir / "wt/agent.profile", "--unshare-net\n");
+    EXPECT_EQ(refusal({"--agent", m_dir / "wt/agent.profile"}),
+              "--agent " + (m_dir / "wt/agent.profile") + ": " + (m_dir / "wt/agent.profile") + " is in the worktree " +
+                  (m_dir / "wt") + ", which the agent may write: keep profiles outside it");
+    installed("p", "include " + (m_dir / "wt/agent.profile") + "\n");
+    EXPECT_NE(refusal({"--agent", "p"}).find("is in the worktree"), std::string::npos);
+}
+
 TEST_F(Profiles, AgentTwiceIsRefused)
 {
     installed("p", "--unshare-net\n");

@@ -139,6 +139,12 @@ private:
         if (!S_ISREG(st.st_mode))
             throw UsageError(what + ": " + path +
                              " is not a profile: " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file"));
+        // Security: the agent writes the worktree; a profile there would let one run choose the
+        // sandbox of the next.
+        const std::string real = canonical("/proc/self/fd/" + std::to_string(fd.get()));
+        if (real.empty() || real.rfind(m_paths.worktree + "/", 0) == 0)
+            throw UsageError(what + ": " + path + " is in the worktree " + m_paths.worktree +
+                             ", which the agent may write: keep profiles outside it");
         for (const auto& [dev, ino] : m_chain)
             if (dev == st.st_dev && ino == st.st_ino)
                 throw UsageError(what + ": " + path + " includes itself (an include loop)");

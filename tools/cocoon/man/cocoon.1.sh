@@ -90,6 +90,7 @@ options that only print are refused in a profile. A \fIPROFILE\fR with a /
 is a path; a name is looked for as \fINAME\fR.profile in
 \$XDG_CONFIG_HOME/cocoon/profiles (else ~/.config/cocoon/profiles), then in
 share/cocoon/profiles beside cocoon's binary (the installed ones). A profile
+in the worktree, which the agent may write, is never read. A profile
 that is not a regular file, larger than 64 KiB, names an unknown option or
 gives an option the wrong number of arguments is refused in one line naming
 the file and line.
