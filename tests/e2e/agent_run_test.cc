@@ -179,7 +179,8 @@ TEST_P(AgentRun, TheFakeCliFindsWhatItNeedsAndNothingElseAndLeavesNothing)
     EXPECT_EQ(code, 128 + SIGTERM) << out;
     EXPECT_FALSE(contains(out, "FAIL")) << cli.profile << ":\n" << out;
     EXPECT_FALSE(contains(out, "cocoon:")) << out;
-    EXPECT_TRUE(processes_with(marker).empty()) << "a process of the sandbox outlived it (the agent's child among them)";
+    EXPECT_TRUE(processes_with(marker).empty())
+        << "a process of the sandbox outlived it (the agent's child among them)";
     EXPECT_EQ(mount_table(), mounts_before);
     EXPECT_TRUE(exists(wt / "made-by-agent"));
     EXPECT_FALSE(exists(wt / ".git/hook"));
