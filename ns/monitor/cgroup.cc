@@ -173,7 +173,9 @@ int make_own(int parent_fd, std::string& name, UniqueFd& dir)
     }
     if (made == 0)
         dir.reset(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir)
+    // The caller's umask may have taken the owner's write bit (0277), without which an unprivileged
+    // monitor could make no leaf below.
+    if (dir && ::fchmod(dir.get(), 0755) == 0)
         return 0;
     const int err = errno;
     if (made == 0)
@@ -196,6 +198,8 @@ UniqueFd make_leaf(int dir, const char* name, const std::string& path, const std
     if (::mkdirat(dir, name, 0755) < 0)
         throw SysError(kStep, errno, where + ": can't make", leaf_path);
     UniqueFd leaf(::openat(dir, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (leaf && ::fchmod(leaf.get(), 0755) < 0)  // as make_own: whatever the caller's umask
+        throw SysError(kStep, errno, where + ": can't chmod", leaf_path);
     if (leaf && procs)
         procs->reset(::openat(leaf.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
     if (!leaf || (procs && !*procs))
