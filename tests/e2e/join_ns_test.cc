@@ -84,12 +84,23 @@ public:
             if (pid) {
                 if (::unshare(CLONE_NEWPID) < 0)
                     ::_exit(2);
+                // The holder says when its death signal is set: a test that ends before (under
+                // load) would otherwise kill this process first and leave the holder, the new
+                // namespace's init, pausing for ever with the test's output pipe open.
+                int armed[2];
+                if (::pipe2(armed, O_CLOEXEC) < 0)
+                    ::_exit(2);
                 holder = ::fork();
                 if (holder == 0) {
                     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+                    if (::write(armed[1], "", 1) != 1)
+                        ::_exit(2);
                     for (;;)
                         ::pause();
                 }
+                char byte;
+                if (holder < 0 || ::read(armed[0], &byte, 1) != 1)
+                    ::_exit(2);
             }
             if (::write(ready[1], &holder, sizeof holder) != sizeof holder)
                 ::_exit(2);
