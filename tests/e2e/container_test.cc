@@ -7,11 +7,13 @@
 //   (as Docker masks /proc/kcore), where --proc fails with one line that says how to unmask it,
 //   --check says the same, and a command line without --proc runs.
 // The differential suite's row `container_root` compares the first with Debian's bwrap.
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <chrono>
+#include <thread>
 
 #include "tests/e2e/e2e.h"
 
@@ -123,6 +125,35 @@ TEST(ContainerRoot, HostUserWorksWithSetuidAndSetgid)
     EXPECT_EQ(refused.err, std::string("cocoon: --host-user ") + kTestUser +
                                " needs CAP_SETUID and CAP_SETGID to map that user's ids, and this root caller lacks "
                                "them (a container's root has both unless its runtime drops them)\n");
+}
+
+// cocoon as a container's PID 1 (`podman run ... cocoon --agent ...`): its parent, the runtime's, is
+// outside its PID namespace (getppid() is 0). --die-with-parent holds there too (the kernel's
+// parent-death signal, as no pidfd of that parent can be had): the run works, and its sandbox
+// ends when that parent is killed.
+TEST(ContainerPid1, DieWithParentEndsTheSandboxWithTheRuntime)
+{
+    std::vector<std::string> pid1{"/usr/bin/unshare", "--pid", "--fork", "--"};
+    if (!is_root())
+        pid1.insert(pid1.begin() + 1, {"--user", "--map-root-user"});
+    Result r = run(args({pid1, {cocoon_bin(), "--die-with-parent"}, kLayout, sh("echo ran")}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "ran\n");
+
+    const std::string marker = unique_marker("container-pid1");
+    TempDir dir;
+    const pid_t parent = start_logged(
+        args({pid1, {cocoon_bin(), "--die-with-parent"}, kLayout, sh("echo started; sleep 1000; : " + marker)}),
+        dir / "log");
+    for (int i = 0; i < 500 && !contains(read_file(dir / "log"), "started"); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(contains(read_file(dir / "log"), "started")) << read_file(dir / "log");
+    ASSERT_FALSE(processes_with(marker).empty());
+    ::kill(parent, SIGKILL);  // unshare: cocoon's parent, outside its PID namespace
+    wait_exit(parent);
+    for (int i = 0; i < 500 && !processes_with(marker).empty(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(processes_with(marker), std::vector<pid_t>{}) << "the sandbox outlived its parent";
 }
 
 // The first of the files Docker masks in /proc that this kernel has.
