@@ -85,7 +85,7 @@ std::string masked_proc_advice(const std::string& path)
     return "the kernel refuses a new /proc in a user namespace while this process's /proc has paths mounted "
            "over (" +
            path +
-           "), as a container's runtime masks them: run the container with /proc unmasked (Podman: "
+           "), as a container's runtime or an outer sandbox leaves it: run the container with /proc unmasked (Podman: "
            "--security-opt unmask=ALL; Docker: --security-opt systempaths=unconfined; Kubernetes: the pod's "
            "securityContext.procMount: Unmasked), or leave out --proc";
 }
