@@ -258,6 +258,14 @@ CapSets own_caps()
     return caps;
 }
 
+bool under_seccomp_filter()
+{
+    const std::string status = read_small(AT_FDCWD, "/proc/self/status", size_t{64} << 10);
+    const size_t at = status.find("\nSeccomp:");
+    const size_t value = at == std::string::npos ? at : status.find_first_not_of(" \t", at + 9);
+    return value != std::string::npos && status[value] == '2';
+}
+
 bool privileged_root(uid_t uid, uint64_t effective)
 {
     return uid == 0 && ((effective >> CAP_SYS_ADMIN) & 1) != 0;

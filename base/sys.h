@@ -101,6 +101,10 @@ struct CapSets {
 };
 CapSets own_caps();
 
+// Whether a seccomp filter is in force on this process (/proc/self/status: "Seccomp:\t2"): one
+// the caller runs under, as a container's runtime puts on it. False where it cannot be read.
+bool under_seccomp_filter();
+
 // Whether a root caller makes namespaces itself: uid 0 with CAP_SYS_ADMIN in its effective set.
 // A root without it (a container's root) can make no namespace but a user namespace, so it gets
 // one, as an unprivileged caller does (tools/cocoon/plan.cc; the relay worker's ids likewise).

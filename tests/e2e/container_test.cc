@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/no_openat2.h"
 
 namespace cocoon::test {
 namespace {
@@ -156,6 +157,52 @@ TEST(ContainerPid1, DieWithParentEndsTheSandboxWithTheRuntime)
     EXPECT_EQ(processes_with(marker), std::vector<pid_t>{}) << "the sandbox outlived its parent";
 }
 
+// A container's default seccomp profile (Podman's, Docker's) refuses sethostname (EPERM) without
+// CAP_SYS_ADMIN, though the sandbox's UTS namespace is its own: --hostname says so, in one line,
+// and --check names the filter, not the kernel.
+TEST(ContainerSeccomp, AHostnameTheFilterRefusesIsSaidSo)
+{
+    const std::vector<std::string> line = args({kLayout, {"--hostname", "sandbox"}, sh("hostname")});
+    Result control = cocoon(line);
+    EXPECT_EQ(control.out, "sandbox\n") << control.err;
+    Result r = under_refusal(SCMP_SYS(sethostname), EPERM, [&] { return cocoon(line); });
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.err, "cocoon: Can't set hostname to sandbox: Operation not permitted: refused by the seccomp filter "
+                     "cocoon runs under, in the sandbox's own UTS namespace (a container's default profile refuses "
+                     "sethostname without CAP_SYS_ADMIN: run the container with a profile that allows it, "
+                     "--security-opt seccomp=PROFILE), or leave out --hostname\n");
+    Result check = under_refusal(SCMP_SYS(sethostname), EPERM, [] { return cocoon({"--check"}); });
+    EXPECT_EQ(check.code, 1) << check.out;
+    EXPECT_TRUE(std::regex_search(check.out,
+                                  std::regex("\nno   a host name in a new UTS namespace \\(--hostname\\): sethostname "
+                                             "refused \\(EPERM\\) on Linux [0-9]+\\.[0-9]+, which has it: by this "
+                                             "process's seccomp filter or a missing capability")))
+        << check.out;
+    EXPECT_TRUE(contains(check.out, "; to run one, change: a host name in a new UTS namespace (--hostname): let this "
+                                    "process's seccomp filter allow sethostname"))
+        << check.out;
+}
+
+// --check on a kernel that has the new mount API, where a filter refuses it (EPERM, as Docker's
+// profile does without CAP_SYS_ADMIN; ENOSYS, as for calls a profile does not know): never "needs
+// Linux 5.12", but what refused it.
+TEST(ContainerSeccomp, CheckNamesTheFilterNotTheKernel)
+{
+    Result eperm = under_refusal(SCMP_SYS(fsopen), EPERM, [] { return cocoon({"--check"}); });
+    EXPECT_EQ(eperm.code, 1);
+    EXPECT_FALSE(contains(eperm.out, "needs Linux")) << eperm.out;
+    EXPECT_TRUE(std::regex_search(eperm.out, std::regex("\nno   new mount API: fsopen refused \\(EPERM\\) on Linux "
+                                                        "[0-9.]+, which has it: by this process's seccomp filter")))
+        << eperm.out;
+    Result enosys = under_refusal(SCMP_SYS(mount_setattr), ENOSYS, [] { return cocoon({"--check"}); });
+    EXPECT_EQ(enosys.code, 1);
+    EXPECT_FALSE(contains(enosys.out, "needs Linux")) << enosys.out;
+    EXPECT_TRUE(std::regex_search(enosys.out,
+                                  std::regex("\nno   new mount API: mount_setattr answered ENOSYS on Linux [0-9.]+, "
+                                             "which has it: this process's seccomp filter refuses it")))
+        << enosys.out;
+}
+
 // The first of the files Docker masks in /proc that this kernel has.
 std::string maskable()
 {
@@ -197,7 +244,8 @@ std::string masked_advice(const std::string& path)
 {
     return "the kernel refuses a new /proc in a user namespace while this process's /proc has paths mounted over (" +
            path +
-           "), as a container's runtime masks them: run the container with /proc unmasked (Podman: --security-opt "
+           "), as a container's runtime or an outer sandbox leaves it: run the container with /proc unmasked (Podman: "
+           "--security-opt "
            "unmask=ALL; Docker: --security-opt systempaths=unconfined; Kubernetes: the pod's "
            "securityContext.procMount: Unmasked), or leave out --proc";
 }
@@ -208,8 +256,9 @@ protected:
     {
         m_path = maskable();
         ASSERT_NE(m_path, "") << "this kernel has none of /proc/kcore, /proc/keys, /proc/timer_list";
-        if (is_root())
+        if (is_root()) {
             ASSERT_TRUE(test_user()) << kNoTestUser;
+        }
     }
     std::string m_path;
 };

@@ -73,10 +73,7 @@ Caller read_caller()
     utsname u{};
     if (::uname(&u) == 0)
         c.facts.kernel = parse_kernel_version(u.release);
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.rfind("Seccomp:", 0) == 0)
-            c.facts.seccomp = line.find('2') != std::string::npos;
+    c.facts.seccomp = sys::under_seccomp_filter();
     return c;
 }
 
@@ -340,7 +337,23 @@ void check_proc(Report& r, const Caller& c)
         r.line(proc.err == 0, what, refusal(proc, c.facts), true, remedy(proc, c.facts));
 }
 
-// 6. Netlink in a new network namespace (rtnetlink's fallback for lo).
+// 6. A host name in a new UTS namespace (--hostname, which the agent profiles set): the sandbox's
+// own to name, so only a filter refuses it (a container's default seccomp profile does).
+void check_hostname(Report& r, const Caller& c)
+{
+    const Outcome uts = in_child([&] {
+        if (Outcome o = enter(c, CLONE_NEWUTS, "CLONE_NEWUTS"); o.err)
+            return o;
+        static constexpr char kName[] = "sandbox";
+        if (::sethostname(kName, sizeof kName - 1) < 0)
+            return Outcome{errno, "sethostname", {2, 0}};
+        return Outcome{};
+    });
+    r.line(uts.err == 0, "a host name in a new UTS namespace (--hostname)", refusal(uts, c.facts), true,
+           remedy(uts, c.facts) + ", or leave out --hostname");
+}
+
+// 7. Netlink in a new network namespace (rtnetlink's fallback for lo).
 void check_netlink(Report& r, const Caller& c)
 {
     const Outcome netlink = in_child([&] {
@@ -352,7 +365,7 @@ void check_netlink(Report& r, const Caller& c)
     r.line(netlink.err == 0, "netlink in a new network namespace", refusal(netlink, c.facts), false);
 }
 
-// 7. seccomp filters (--seccomp, --add-seccomp-fd, the default policy), and overlayfs where the
+// 8. seccomp filters (--seccomp, --add-seccomp-fd, the default policy), and overlayfs where the
 // caller's sandboxes run (--overlay and friends).
 void check_seccomp_and_overlay(Report& r, const Caller& c)
 {
@@ -377,7 +390,7 @@ void check_seccomp_and_overlay(Report& r, const Caller& c)
            false);
 }
 
-// 8. cgroup v2, and whether the caller may make cgroups in its own: what
+// 9. cgroup v2, and whether the caller may make cgroups in its own: what
 // the sandbox's cgroup, resource accounting and limits will use (ns/monitor/cgroup.h).
 void check_cgroup(Report& r)
 {
@@ -438,6 +451,7 @@ int run_check()
     check_namespaces(r, c);
     check_mount_api(r, c);
     check_proc(r, c);
+    check_hostname(r, c);
     check_netlink(r, c);
     check_seccomp_and_overlay(r, c);
     check_cgroup(r);
