@@ -183,9 +183,9 @@ TEST(ContainerSeccomp, AHostnameTheFilterRefusesIsSaidSo)
         << check.out;
 }
 
-// --check on a kernel that has the new mount API, where a filter refuses it (EPERM, as Docker's
-// profile does without CAP_SYS_ADMIN; ENOSYS, as for calls a profile does not know): never "needs
-// Linux 5.12", but what refused it.
+// --check on a kernel that has the new mount API and clone3, where a filter refuses them (EPERM, as
+// Docker's profile does without CAP_SYS_ADMIN; ENOSYS, as for calls a profile does not know, and
+// Docker's for clone3): never "needs Linux X", but what refused it.
 TEST(ContainerSeccomp, CheckNamesTheFilterNotTheKernel)
 {
     Result eperm = under_refusal(SCMP_SYS(fsopen), EPERM, [] { return cocoon({"--check"}); });
@@ -201,6 +201,13 @@ TEST(ContainerSeccomp, CheckNamesTheFilterNotTheKernel)
                                   std::regex("\nno   new mount API: mount_setattr answered ENOSYS on Linux [0-9.]+, "
                                              "which has it: this process's seccomp filter refuses it")))
         << enosys.out;
+    // Docker's profile answers clone3 ENOSYS without CAP_SYS_ADMIN.
+    Result clone3 = under_refusal(SCMP_SYS(clone3), ENOSYS, [] { return cocoon({"--check"}); });
+    EXPECT_EQ(clone3.code, 1);
+    EXPECT_TRUE(std::regex_search(
+        clone3.out, std::regex("\nno   clone3 \\(the sandbox's first process\\): clone3 answered ENOSYS on "
+                               "Linux [0-9.]+, which has it: this process's seccomp filter refuses it")))
+        << clone3.out;
 }
 
 // The first of the files Docker masks in /proc that this kernel has.

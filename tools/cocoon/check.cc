@@ -263,6 +263,19 @@ void check_namespaces(Report& r, const Caller& c)
     });
     r.line(all.err == 0, "mount, PID, network, IPC, UTS and cgroup namespaces", refusal(all, c.facts), true,
            remedy(all, c.facts));
+    // The sandbox's first process is made by clone3 (into its cgroup, with a pidfd); Docker's
+    // default seccomp profile answers it ENOSYS without CAP_SYS_ADMIN.
+    const Outcome clone3 = in_child([] {
+        try {
+            if (sys::clone3(0).pid == 0)
+                ::_exit(0);
+            return Outcome{};
+        } catch (const SysError& e) {
+            return Outcome{e.code(), "clone3", {5, 3}};
+        }
+    });
+    r.line(clone3.err == 0, "clone3 (the sandbox's first process)", refusal(clone3, c.facts), true,
+           remedy(clone3, c.facts));
 }
 
 // 4. The new mount API (all of it by Linux 5.12), and openat2.
