@@ -133,6 +133,34 @@ void check_unprivileged_root(const Options& o, const HostFacts& host, bool user_
                          "container's root has it unless its runtime drops it), or run cocoon as another user");
 }
 
+// Whether the sandbox gets a user namespace of cocoon's making, after the rules around it.
+// Security: an unprivileged caller gets its powers only inside a user namespace it owns; a root
+// caller may ask for one, or try for one. A root caller without CAP_SYS_ADMIN (a container's root:
+// runtimes leave it out) can make no namespace but a user namespace: it gets one of its own without
+// asking, as an unprivileged caller does, and the run is an unprivileged one (bwrap's answer there
+// is "Creating new namespace failed"). Root with CAP_SYS_ADMIN is bwrap's root.
+bool plan_user_namespace(const Options& o, const HostFacts& host, bool join_user)
+{
+    // bwrap's rules: asking for a joined and a new one is a contradiction (--unshare-all asks for
+    // one too).
+    if (join_user && o.unshare_user)
+        throw UsageError("--userns not compatible --unshare-user");
+    if (join_user && o.unshare_user_try)
+        throw UsageError("--userns not compatible --unshare-user-try");
+    check_host_user(o, host, join_user);
+    // Security: an agent run by root acts on the host as root (its files through the read-only
+    // /etc, root's cgroup files from a nested user namespace) unless it is given a user of its own.
+    if (!o.agent.empty() && host.uid == 0 && !o.host_user)
+        throw UsageError("--agent " + o.agent +
+                         " as root needs --host-user USER, so that the agent never acts as root on the host: "
+                         "make a user for it (useradd --system --no-create-home agent) and add --host-user agent");
+    const bool privileged = sys::privileged_root(host.uid, host.effective_caps);
+    const bool user_ns =
+        !join_user && (!privileged || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
+    check_unprivileged_root(o, host, user_ns);
+    return user_ns;
+}
+
 // The namespaces the first process is cloned into.
 unsigned long long clone_flags_for(const Options& o, const HostFacts& host, bool user_ns)
 {
@@ -224,31 +252,10 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw NoCommandError();
 
     ns::LaunchPlan plan;
-    const bool root = host.uid == 0;
-    // A root caller without CAP_SYS_ADMIN (a container's root: runtimes leave it out) can make no
-    // namespace but a user namespace: it gets one of its own without asking, as an unprivileged
-    // caller does, and the run is an unprivileged one (bwrap's answer there is "Creating new
-    // namespace failed"). Root with CAP_SYS_ADMIN is bwrap's root.
-    const bool privileged = sys::privileged_root(host.uid, host.effective_caps);
-    // Security: an unprivileged caller gets its powers only inside a user
-    // namespace it owns; a root caller may ask for one, or try for one.
-    // bwrap's rules: a joined user namespace replaces the new one, so asking
-    // for both is a contradiction (--unshare-all asks for one too).
+    // bwrap's rules: a joined user namespace replaces the new one.
     const bool join_user = o.fds.userns >= 0;
-    if (join_user && o.unshare_user)
-        throw UsageError("--userns not compatible --unshare-user");
-    if (join_user && o.unshare_user_try)
-        throw UsageError("--userns not compatible --unshare-user-try");
-    check_host_user(o, host, join_user);
-    // Security: an agent run by root acts on the host as root (its files through the read-only
-    // /etc, root's cgroup files from a nested user namespace) unless it is given a user of its own.
-    if (!o.agent.empty() && root && !o.host_user)
-        throw UsageError("--agent " + o.agent +
-                         " as root needs --host-user USER, so that the agent never acts as root on the host: "
-                         "make a user for it (useradd --system --no-create-home agent) and add --host-user agent");
-    const bool user_ns =
-        !join_user && (!privileged || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
-    check_unprivileged_root(o, host, user_ns);
+    const bool user_ns = plan_user_namespace(o, host, join_user);
+    const bool privileged = sys::privileged_root(host.uid, host.effective_caps);
     plan.clone_flags = clone_flags_for(o, host, user_ns);
     check_process_options(o, user_ns, join_user);
 
