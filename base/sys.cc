@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -243,6 +244,31 @@ std::vector<std::string> proc_stat_fields(const std::string& stat)
         out.push_back(stat.substr(start, at - start));
     }
     return out;
+}
+
+CapSets own_caps()
+{
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    CapSets caps;
+    if (::syscall(SYS_capget, &header, data) == 0) {
+        caps.effective = data[0].effective | (static_cast<uint64_t>(data[1].effective) << 32);
+        caps.permitted = data[0].permitted | (static_cast<uint64_t>(data[1].permitted) << 32);
+    }
+    return caps;
+}
+
+bool under_seccomp_filter()
+{
+    const std::string status = read_small(AT_FDCWD, "/proc/self/status", size_t{64} << 10);
+    const size_t at = status.find("\nSeccomp:");
+    const size_t value = at == std::string::npos ? at : status.find_first_not_of(" \t", at + 9);
+    return value != std::string::npos && status[value] == '2';
+}
+
+bool privileged_root(uid_t uid, uint64_t effective)
+{
+    return uid == 0 && ((effective >> CAP_SYS_ADMIN) & 1) != 0;
 }
 
 }  // namespace cocoon::sys

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -91,5 +92,22 @@ std::pair<std::string, std::string> split_parent(const std::string& path);
 // before them is the process's own choice (any bytes, parentheses too), so they are counted from
 // the last ')'. Empty for a text without one. Pure.
 std::vector<std::string> proc_stat_fields(const std::string& stat);
+
+// This process's effective and permitted capability sets in its own user namespace (capget), bit N
+// for capability N; every bit set where capget fails (no kernel cocoon runs on refuses it).
+struct CapSets {
+    uint64_t effective = ~uint64_t{0};
+    uint64_t permitted = ~uint64_t{0};
+};
+CapSets own_caps();
+
+// Whether a seccomp filter is in force on this process (/proc/self/status: "Seccomp:\t2"): one
+// the caller runs under, as a container's runtime puts on it. False where it cannot be read.
+bool under_seccomp_filter();
+
+// Whether a root caller makes namespaces itself: uid 0 with CAP_SYS_ADMIN in its effective set.
+// A root without it (a container's root) can make no namespace but a user namespace, so it gets
+// one, as an unprivileged caller does (tools/cocoon/plan.cc; the relay worker's ids likewise).
+bool privileged_root(uid_t uid, uint64_t effective);
 
 }  // namespace cocoon::sys

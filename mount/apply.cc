@@ -21,6 +21,7 @@
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
+#include "mount/masked_proc.h"
 #include "mount/new_root.h"
 
 namespace cocoon::mount {
@@ -336,8 +337,8 @@ struct Applier {
         const bool bind = source->has_value();
         const std::string what = std::string(bind ? "Can't bind mount /proc on " : "Can't mount proc on ") + p.dest;
         Target target = mount_point(root, p.dest, true, what);
-        UniqueFd mnt = bind ? std::move((*source)->fd)
-                            : new_mount("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, p.dest);
+        // A refused new procfs under a masked /proc says so (mount/masked_proc.h).
+        UniqueFd mnt = bind ? std::move((*source)->fd) : new_proc(p.dest);
         attach(mnt.get(), target.fd.get(), what);
         cover_proc(root, p.dest);
     }

@@ -6,6 +6,7 @@
 #include "ns/launch.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -39,10 +40,17 @@ void kill_and_reap(int pidfd)
 }
 
 // --die-with-parent watches the parent process (not the thread that started
-// us, as PR_SET_PDEATHSIG would) through a pidfd.
+// us, as PR_SET_PDEATHSIG would) through a pidfd. A parent outside cocoon's
+// PID namespace (cocoon is a container's PID 1: getppid() is 0) has no pid
+// here to open: then the kernel's parent-death signal, SIGKILL to cocoon,
+// which the sandbox's first process follows (its own, step 4).
 UniqueFd watch_parent()
 {
     pid_t parent = ::getppid();
+    if (parent == 0) {
+        check(::prctl(PR_SET_PDEATHSIG, SIGKILL), "--die-with-parent: prctl(PR_SET_PDEATHSIG)");
+        return UniqueFd();
+    }
     UniqueFd fd = sys::check_fd(::syscall(SYS_pidfd_open, parent, 0),
                                 "--die-with-parent: pidfd_open(" + std::to_string(parent) + ")");
     if (::getppid() != parent)

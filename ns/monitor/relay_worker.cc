@@ -128,10 +128,12 @@ relay::WorkerConfig make_config(const relay::WorkerOptions& options)
     }
     // A root caller's worker takes ids of its own, where its user namespace maps them (the
     // initial one maps all); any other caller's (and a root's in a user namespace that maps only a
-    // few ids, as before the ids were the run's own) gets a user namespace of its own.
+    // few ids, as before the ids were the run's own; and a root's without CAP_SYS_ADMIN, which can
+    // make the worker's PID and network namespaces only in a user namespace of its own) gets a
+    // user namespace of its own.
     const uint32_t own_id = relay::kWorkerIdBase + static_cast<uint32_t>(::getpid());
-    config.own_user_namespace =
-        !(::geteuid() == 0 && maps_id("/proc/self/uid_map", own_id) && maps_id("/proc/self/gid_map", own_id));
+    config.own_user_namespace = !(sys::privileged_root(::geteuid(), sys::own_caps().effective) &&
+                                  maps_id("/proc/self/uid_map", own_id) && maps_id("/proc/self/gid_map", own_id));
     config.worker_id = config.own_user_namespace ? 0 : own_id;
     config.monitor = ::getpid();
 #ifdef COCOON_TEST_HOOKS

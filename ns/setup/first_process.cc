@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 
@@ -257,10 +258,22 @@ void die_with_the_monitor(Setup& s)
 }
 
 // 5. UTS namespace: hostname.
+// The sandbox's UTS namespace is this process's own to name, so a refusal (EPERM) under a seccomp
+// filter is the filter's: a container's default profile (Podman's, Docker's) refuses sethostname
+// without CAP_SYS_ADMIN. Said so, in bwrap's words first.
 void set_hostname(Setup& s)
 {
-    if (const auto& name = s.plan.process.hostname)
-        check(::sethostname(name->data(), name->size()), "sethostname");
+    const auto& name = s.plan.process.hostname;
+    if (!name || ::sethostname(name->data(), name->size()) == 0)
+        return;
+    const int err = errno;
+    const std::string what = "Can't set hostname to " + *name;
+    if (err != EPERM || !sys::under_seccomp_filter())
+        throw SysError(err, what);
+    throw UsageError(what + ": " + std::strerror(err) +
+                     ": refused by the seccomp filter cocoon runs under, in the sandbox's own UTS namespace (a "
+                     "container's default profile refuses sethostname without CAP_SYS_ADMIN: run the container "
+                     "with a profile that allows it, --security-opt seccomp=PROFILE), or leave out --hostname");
 }
 
 // 6. Network namespace: lo up, as bwrap does; nothing else exists in it but,

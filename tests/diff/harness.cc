@@ -232,11 +232,12 @@ std::string normalise_ns(const std::string& line)
     return "ns " + name + " " + (link == mine ? "host" : "new");
 }
 
-// The command line: bwrap, the base root unless the row has none, the row's options and command.
+// The command line: the row's runner, bwrap, the base root unless the row has none, the row's options and command.
 std::vector<std::string> command_line(const Row& row, const std::string& bwrap, const std::string& probe,
                                       const std::string& dir)
 {
-    std::vector<std::string> argv{bwrap};
+    std::vector<std::string> argv = row.runner;
+    argv.push_back(bwrap);
     if (row.base)
         argv.insert(argv.end(), {"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
                                  "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",

@@ -35,6 +35,9 @@ struct Row {
     std::vector<std::string> command{"/probe"};
     std::vector<Fd> fds{};
     Who who = Who::Both;
+    // What runs bwrap (a program by its absolute path, and its arguments): the command line is
+    // this, then bwrap's path and the rest. Empty: bwrap is run directly.
+    std::vector<std::string> runner{};
     // The base root before `options`: /usr read-only, the merged-/usr links, the probe at /probe.
     bool base = true;
     // The expected difference, as lines only bwrap's report has ("-...") and lines only cocoon's

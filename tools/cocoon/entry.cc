@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
-#include <sys/capability.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -50,10 +49,9 @@ HostFacts read_host(const Options& o)
         host.environ.emplace_back(*e);
     char cwd[4096];
     host.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
-    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2]{};
-    if (capget(&header, data) == 0)
-        host.permitted_caps = data[0].permitted | (static_cast<ns::CapSet>(data[1].permitted) << 32);
+    const sys::CapSets caps = sys::own_caps();
+    host.permitted_caps = caps.permitted;
+    host.effective_caps = caps.effective;
     if (o.unshare_user_try)
         host.has_user_ns = ::access("/proc/self/ns/user", F_OK) == 0;
     if (o.unshare_cgroup_try)

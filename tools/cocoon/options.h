@@ -78,6 +78,8 @@ struct HostFacts {
     std::vector<std::string> environ;
     std::string cwd;
     ns::CapSet permitted_caps = ns::kAllCaps;  // the caller's permitted set
+    // Its effective set: a root caller without CAP_SYS_ADMIN there gets a user namespace.
+    ns::CapSet effective_caps = ns::kAllCaps;
     bool has_user_ns = true;
     bool has_cgroup_ns = true;
     // The terminal on stdout (ttyname(1)), if any: --dev binds it at console.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/sys.h"
 #include "base/sys_error.h"
 #include "relay/egress.h"
 #include "tools/cocoon/passwd.h"
@@ -110,6 +111,54 @@ void check_host_user(const Options& o, const HostFacts& host, bool join_user)
         throw UsageError("--host-user cannot be combined with --userns2 (cocoon maps a namespace it makes)");
     if (o.fds.userns_block >= 0)
         throw UsageError("--host-user cannot be combined with --userns-block-fd (cocoon writes the id maps)");
+    constexpr ns::CapSet kSetIds = (ns::CapSet{1} << CAP_SETUID) | (ns::CapSet{1} << CAP_SETGID);
+    if ((host.effective_caps & kSetIds) != kSetIds)
+        throw UsageError("--host-user " + *o.host_user +
+                         " needs CAP_SETUID and CAP_SETGID to map that user's ids, and this root caller lacks "
+                         "them (a container's root has both unless its runtime drops them)");
+}
+
+// Security: a root caller without CAP_SYS_ADMIN runs as an unprivileged caller does, in user
+// namespaces it makes (the sandbox's, the relay worker's), each mapping its uid 0 to 0 inside;
+// Linux (5.12 on) lets a process map uid 0 so only if it held CAP_SETFCAP as it made the namespace.
+void check_unprivileged_root(const Options& o, const HostFacts& host, bool user_ns)
+{
+    if (host.uid != 0 || sys::privileged_root(host.uid, host.effective_caps))
+        return;
+    const bool worker = !o.process.relays.empty() || o.process.egress;
+    const bool maps_root = (user_ns && !o.host_user && o.fds.userns_block < 0) || worker;
+    if (maps_root && ((host.effective_caps >> CAP_SETFCAP) & 1) == 0)
+        throw UsageError("a root caller without CAP_SYS_ADMIN gets a user namespace of its own, and mapping uid 0 "
+                         "into it needs CAP_SETFCAP, which this process lacks too: give it CAP_SETFCAP (a "
+                         "container's root has it unless its runtime drops it), or run cocoon as another user");
+}
+
+// Whether the sandbox gets a user namespace of cocoon's making, after the rules around it.
+// Security: an unprivileged caller gets its powers only inside a user namespace it owns; a root
+// caller may ask for one, or try for one. A root caller without CAP_SYS_ADMIN (a container's root:
+// runtimes leave it out) can make no namespace but a user namespace: it gets one of its own without
+// asking, as an unprivileged caller does, and the run is an unprivileged one (bwrap's answer there
+// is "Creating new namespace failed"). Root with CAP_SYS_ADMIN is bwrap's root.
+bool plan_user_namespace(const Options& o, const HostFacts& host, bool join_user)
+{
+    // bwrap's rules: asking for a joined and a new one is a contradiction (--unshare-all asks for
+    // one too).
+    if (join_user && o.unshare_user)
+        throw UsageError("--userns not compatible --unshare-user");
+    if (join_user && o.unshare_user_try)
+        throw UsageError("--userns not compatible --unshare-user-try");
+    check_host_user(o, host, join_user);
+    // Security: an agent run by root acts on the host as root (its files through the read-only
+    // /etc, root's cgroup files from a nested user namespace) unless it is given a user of its own.
+    if (!o.agent.empty() && host.uid == 0 && !o.host_user)
+        throw UsageError("--agent " + o.agent +
+                         " as root needs --host-user USER, so that the agent never acts as root on the host: "
+                         "make a user for it (useradd --system --no-create-home agent) and add --host-user agent");
+    const bool privileged = sys::privileged_root(host.uid, host.effective_caps);
+    const bool user_ns =
+        !join_user && (!privileged || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
+    check_unprivileged_root(o, host, user_ns);
+    return user_ns;
 }
 
 // The namespaces the first process is cloned into.
@@ -203,25 +252,10 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
         throw NoCommandError();
 
     ns::LaunchPlan plan;
-    const bool root = host.uid == 0;
-    // Security: an unprivileged caller gets its powers only inside a user
-    // namespace it owns; a root caller may ask for one, or try for one.
-    // bwrap's rules: a joined user namespace replaces the new one, so asking
-    // for both is a contradiction (--unshare-all asks for one too).
+    // bwrap's rules: a joined user namespace replaces the new one.
     const bool join_user = o.fds.userns >= 0;
-    if (join_user && o.unshare_user)
-        throw UsageError("--userns not compatible --unshare-user");
-    if (join_user && o.unshare_user_try)
-        throw UsageError("--userns not compatible --unshare-user-try");
-    check_host_user(o, host, join_user);
-    // Security: an agent run by root acts on the host as root (its files through the read-only
-    // /etc, root's cgroup files from a nested user namespace) unless it is given a user of its own.
-    if (!o.agent.empty() && root && !o.host_user)
-        throw UsageError("--agent " + o.agent +
-                         " as root needs --host-user USER, so that the agent never acts as root on the host: "
-                         "make a user for it (useradd --system --no-create-home agent) and add --host-user agent");
-    const bool user_ns =
-        !join_user && (!root || o.unshare_user || o.host_user || (o.unshare_user_try && host.has_user_ns));
+    const bool user_ns = plan_user_namespace(o, host, join_user);
+    const bool privileged = sys::privileged_root(host.uid, host.effective_caps);
     plan.clone_flags = clone_flags_for(o, host, user_ns);
     check_process_options(o, user_ns, join_user);
 
@@ -243,8 +277,9 @@ ns::LaunchPlan make_launch_plan(const Options& o, const HostFacts& host)
     // bwrap's rule: a root caller's command starts from what the caller holds
     // (root in a container may lack some), anyone else's from nothing; then
     // --cap-add/--cap-drop. In a user namespace any capability can be had;
-    // without one, only what the caller holds.
-    plan.caps = ns::apply_cap_ops(root ? host.permitted_caps : 0, o.caps);
+    // without one, only what the caller holds. A root caller without
+    // CAP_SYS_ADMIN is an unprivileged one here too: its command starts from nothing.
+    plan.caps = ns::apply_cap_ops(privileged ? host.permitted_caps : 0, o.caps);
     if (!user_ns && !join_user)
         plan.caps &= host.permitted_caps;
     // bwrap's rule: once --cap-add or --cap-drop is given, the resulting set

@@ -22,8 +22,10 @@ user, PID, network, IPC, UTS and cgroup namespaces the options ask for
 (\fB\-\-unshare\-all\fR: all of them). As with bwrap, a caller other than root
 always gets a user namespace, and its command has no capabilities unless
 \fB\-\-cap\-add\fR; a root caller's command keeps root's capabilities unless
-\fB\-\-cap\-drop\fR. no_new_privs is always set, and a default seccomp policy
-is loaded unless \fB\-\-no\-default\-seccomp\fR.
+\fB\-\-cap\-drop\fR. A root caller without CAP_SYS_ADMIN (a container's root)
+is taken as one other than root (see INSIDE A CONTAINER). no_new_privs is
+always set, and a default seccomp policy is loaded unless
+\fB\-\-no\-default\-seccomp\fR.
 It accepts the command line of bubblewrap (bwrap); installed or linked as
 \fBbwrap\fR, its messages start with "bwrap: ". Errors are one line; the exit
 status is the command's, 128+N if signal N ended it, and 1 if the sandbox
@@ -184,6 +186,29 @@ x86 calls are filtered the same way; x32 calls answer ENOSYS. A program that
 fails on one of these (a debugger that wants perf_event_open, a tool that
 needs io_uring) runs with \fB\-\-no\-default\-seccomp\fR, which loads none of
 it; bwrap has no such policy. SECURITY.md gives each rule's reason.
+.SH INSIDE A CONTAINER
+A container's root (Docker's, Podman's, a Kubernetes pod's, unless
+privileged) lacks CAP_SYS_ADMIN and can make no namespace but a user
+namespace. cocoon looks at the caller's effective capabilities, not its uid:
+a root caller without CAP_SYS_ADMIN gets a user namespace of its own without
+asking, its uid 0 mapped to itself, and its command has no capabilities
+unless \fB\-\-cap\-add\fR (bwrap fails there unless asked for a user
+namespace, and then keeps root's capabilities). Mapping uid 0 needs
+CAP_SETFCAP, and \fB\-\-host\-user\fR needs CAP_SETUID and CAP_SETGID; a
+runtime that drops them is told so in one line. The sandbox's uid 0 is still
+this root's on every file it reaches.
+.PP
+A runtime also masks paths of the container's /proc, and Linux then refuses a
+new proc in a user namespace: \fB\-\-proc\fR with a PID namespace fails
+with one line that names a masked path and the fix (Podman:
+\-\-security\-opt unmask=ALL; Docker: \-\-security\-opt
+systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked), or
+leave out \fB\-\-proc\fR. A runtime's default seccomp profile refuses
+sethostname, which \fB\-\-hostname\fR needs (and the agent profiles set):
+that line says so too. \fB\-\-check\fR says which mode it runs in,
+tries the same proc mount, names what refused each call it could not make
+(a kernel without it, a seccomp filter, a missing capability or an LSM
+policy), and ends with what to change.
 .SH EXIT STATUS
 The command's exit status when it exits; 128+N when signal N ends it
 (\fB\-\-json\-status\-fd\fR's exit\-signal says which); 1 when the
