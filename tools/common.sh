@@ -108,11 +108,15 @@ cocoon_check_layout() {
   said=$("$bin/bwrap" --frobnicate 2>&1) || true
   [ "$said" = "bwrap: Unknown option --frobnicate" ] || { echo "$fail: the installed bwrap does not speak as bwrap: $said" >&2; return 1; }
   # --agent finds the profiles installed beside the binary (PREFIX/share/cocoon/profiles).
+  # (A worktree of its own: one that holds the DESTDIR, /tmp, is refused, since a profile in it
+  # could be the agent's.)
   local profile
+  mkdir "$dest.wt"
   for profile in claude codex gemini generic opencode; do
-    said=$(cd /tmp && HOME=/nonexistent XDG_CONFIG_HOME= "$bin/cocoon" --host-user nobody --agent "$profile" --dry-run 2>&1) ||
-      { echo "$fail: the installed cocoon does not expand --agent $profile: $said" >&2; return 1; }
+    said=$(cd "$dest.wt" && HOME=/nonexistent XDG_CONFIG_HOME= "$bin/cocoon" --host-user nobody --agent "$profile" --dry-run 2>&1) ||
+      { echo "$fail: the installed cocoon does not expand --agent $profile: $said" >&2; rmdir "$dest.wt"; return 1; }
   done
+  rmdir "$dest.wt"
   local page=$share/man/man1/cocoon.1 text missing=()
   [ -f "$page" ] || { echo "$fail: no man page $page" >&2; return 1; }
   if groff -man -Tutf8 -ww -z "$page" 2>&1 | grep -q .; then
