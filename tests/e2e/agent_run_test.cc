@@ -106,6 +106,58 @@ std::string joined(const std::vector<std::string>& words)
     return out;
 }
 
+// The sh line that starts cocoon --agent with the fake CLI as the caller would: from the worktree,
+// with the egress log on fd 3, fd 7 left open, a variable of its own and HOME the given home; the
+// local server (`port`) and its address allowed, and a hosts file without localhost over
+// /etc/hosts, so that transparent egress is asked.
+std::string agent_line(const Cli& cli, const std::string& home, const std::string& wt, const std::string& logs,
+                       const std::string& marker, const std::string& port, const std::string& login)
+{
+    std::vector<std::string> command = {cocoon_bin()};
+    if (is_root())
+        command.insert(command.end(), {"--host-user", kTestUser});
+    command.insert(command.end(), {"--agent",
+                                   cli.profile,
+                                   "--egress-allow",
+                                   "localhost:" + port,
+                                   "--egress-allow",
+                                   "127.0.0.1:" + port,
+                                   "--ro-bind",
+                                   logs + "/hosts",
+                                   "/etc/hosts",
+                                   "--egress-log",
+                                   "3",
+                                   "--",
+                                   "/bin/sh",
+                                   "-c",
+                                   kFakeCli,
+                                   marker,
+                                   port,
+                                   login,
+                                   cli.first_login ? "first" : "",
+                                   joined(cli.hosts)});
+    command.insert(command.end(), cli.variables.begin(), cli.variables.end());
+    std::string line = "cd " + quoted(wt) + " && exec 3>" + quoted(logs + "/egress.log") + " 7<" +
+                       quoted(logs + "/fd7") + " && exec env -u XDG_CONFIG_HOME HOME=" + quoted(home) +
+                       " TERM=caller-term CALLER_SECRET=token";
+    for (const std::string& word : command)
+        line += " " + quoted(word);
+    return line;
+}
+
+// Egress as the log tells it: each of the CLI's hosts let through (whatever the network then did
+// with it), an unlisted one refused.
+void expect_hosts_let_through(const Cli& cli, const std::string& log)
+{
+    for (const std::string& host : cli.hosts) {
+        EXPECT_TRUE(contains(log, "\"host\": \"" + host + "\"")) << host << " never asked for:\n" << log;
+        EXPECT_FALSE(contains(log, "\"host\": \"" + host + "\", \"port\": 443, \"result\": \"refused\""))
+            << host << " refused:\n"
+            << log;
+    }
+    EXPECT_TRUE(contains(log, "\"host\": \"unlisted.example.org\", \"port\": 443, \"result\": \"refused\"")) << log;
+}
+
 class AgentRun : public ::testing::TestWithParam<Cli> {};
 
 TEST_P(AgentRun, TheFakeCliFindsWhatItNeedsAndNothingElseAndLeavesNothing)
@@ -132,35 +184,7 @@ TEST_P(AgentRun, TheFakeCliFindsWhatItNeedsAndNothingElseAndLeavesNothing)
     const std::string port = std::to_string(web.port());
     const std::string marker = unique_marker("agent-run");
 
-    std::vector<std::string> command = {cocoon_bin()};
-    if (is_root())
-        command.insert(command.end(), {"--host-user", kTestUser});
-    command.insert(command.end(), {"--agent",
-                                   cli.profile,
-                                   "--egress-allow",
-                                   "localhost:" + port,
-                                   "--egress-allow",
-                                   "127.0.0.1:" + port,
-                                   "--ro-bind",
-                                   logs / "hosts",
-                                   "/etc/hosts",
-                                   "--egress-log",
-                                   "3",
-                                   "--",
-                                   "/bin/sh",
-                                   "-c",
-                                   kFakeCli,
-                                   marker,
-                                   port,
-                                   login,
-                                   cli.first_login ? "first" : "",
-                                   joined(cli.hosts)});
-    command.insert(command.end(), cli.variables.begin(), cli.variables.end());
-    std::string line = "cd " + quoted(wt.path()) + " && exec 3>" + quoted(logs / "egress.log") + " 7<" +
-                       quoted(logs / "fd7") + " && exec env -u XDG_CONFIG_HOME HOME=" + quoted(home.path()) +
-                       " TERM=caller-term CALLER_SECRET=token";
-    for (const std::string& word : command)
-        line += " " + quoted(word);
+    const std::string line = agent_line(cli, home.path(), wt.path(), logs.path(), marker, port, login);
     const std::vector<std::string> mounts_before = mount_table();
     // setsid: cocoon leads a process group of its own, as an orchestrator starts it.
     const pid_t group = start_logged({"/usr/bin/setsid", "/bin/sh", "-c", line}, logs / "out");
@@ -191,17 +215,9 @@ TEST_P(AgentRun, TheFakeCliFindsWhatItNeedsAndNothingElseAndLeavesNothing)
         EXPECT_EQ(st.st_uid, ::getuid()) << "SRC is the caller's";
         EXPECT_EQ(st.st_mode & 07777, 0600U);
     }
-    // Egress: the stand-in reached both ways; each of the CLI's hosts let through (whatever the
-    // network then did with it), an unlisted one refused.
+    // Egress: the stand-in reached both ways.
     EXPECT_EQ(web.requests().size(), 2U);
-    const std::string log = read_file(logs / "egress.log");
-    for (const std::string& host : cli.hosts) {
-        EXPECT_TRUE(contains(log, "\"host\": \"" + host + "\"")) << host << " never asked for:\n" << log;
-        EXPECT_FALSE(contains(log, "\"host\": \"" + host + "\", \"port\": 443, \"result\": \"refused\""))
-            << host << " refused:\n"
-            << log;
-    }
-    EXPECT_TRUE(contains(log, "\"host\": \"unlisted.example.org\", \"port\": 443, \"result\": \"refused\"")) << log;
+    expect_hosts_let_through(cli, read_file(logs / "egress.log"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, AgentRun, ::testing::ValuesIn(kClis),
