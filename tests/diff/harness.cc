@@ -79,16 +79,19 @@ public:
                     "--map-root-user", "--pid", "--fork", "--kill-child", "sleep", "30", nullptr);
             _exit(127);
         }
-        // Ready once the inner unshare has forked its sleep: by then both namespaces exist and
-        // their id maps are written (a holder taken earlier made bwrap's setns fail with EPERM).
+        // Ready once the inner unshare's child has become the sleep: util-linux's unshare forks
+        // first and its child writes uid_map, setgroups and gid_map before it execs. A holder
+        // taken earlier made bwrap's setns fail with EPERM (no uid_map yet) or its SCM_CREDENTIALS
+        // fail with EINVAL (uid_map written, gid_map not yet).
         const std::string children = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(m_pid) + "/children";
         for (int i = 0; i < 1000; ++i) {
             std::ifstream in(children);
-            std::string first;
-            if (link("/proc/" + std::to_string(m_pid) + "/ns/pid_for_children") !=
-                    link("/proc/self/ns/pid_for_children") &&
-                (in >> first) && !first.empty())
-                break;
+            std::string first, comm;
+            if ((in >> first) && !first.empty()) {
+                std::ifstream c("/proc/" + first + "/comm");
+                if ((c >> comm) && comm == "sleep")
+                    break;
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
     }
