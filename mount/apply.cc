@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/bench_skip.h"
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
@@ -340,7 +341,8 @@ struct Applier {
         // A refused new procfs under a masked /proc says so (mount/masked_proc.h).
         UniqueFd mnt = bind ? std::move((*source)->fd) : new_proc(p.dest);
         attach(mnt.get(), target.fd.get(), what);
-        cover_proc(root, p.dest);
+        if (!bench::skips(bench::Skip::ProcCovers))
+            cover_proc(root, p.dest);
     }
     void operator()(const Overlay& o) const
     {
@@ -469,7 +471,7 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
     }
     made.insert(made.begin(), {std::move(own_root), "/", true});
     for (const MadeTmpfs& t : made)
-        if (t.fit)
+        if (t.fit && !bench::skips(bench::Skip::TmpfsFit))
             fit_tmpfs(t.mnt.get(), t.name);
 
     // Security: the old root is detached, so nothing of the host outside the

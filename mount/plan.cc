@@ -5,6 +5,7 @@
 #include <map>
 #include <type_traits>
 
+#include "base/bench_skip.h"
 #include "base/sys.h"
 #include "base/sys_error.h"
 
@@ -103,7 +104,8 @@ void expand_dev(const Dev& dev, const std::optional<std::string>& console, std::
                               {"/proc/kcore", "core"},       {"pts/ptmx", "ptmx"}};
     for (auto& [target, name] : links)
         out.push_back(Symlink{target, join(dest, name)});
-    out.push_back(Tmpfs{join(dest, "shm"), kDirMode, dev.shm_size});
+    if (!bench::skips(bench::Skip::DevShm))
+        out.push_back(Tmpfs{join(dest, "shm"), kDirMode, dev.shm_size});
     out.push_back(Devpts{join(dest, "pts")});
     // Security: the command has this terminal as its stdout already; the bind
     // gives it a name (so ttyname() works inside), not more access.

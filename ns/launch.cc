@@ -18,6 +18,7 @@
 #include <functional>
 #include <optional>
 
+#include "base/bench_skip.h"
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
@@ -150,17 +151,18 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     LoginFiles logins(plan.process.login_files, plan.log_prefix, plan.mounts.no_follow_sources);
     ctx.login_seeds = logins.seeds();
     // The caller's terminals, as they are before the command can change them.
-    Terminals terminals = Terminals::save();
+    Terminals terminals = bench::skips(bench::Skip::Terminal) ? Terminals() : Terminals::save();
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
     // The sandbox's cgroup, limits set, before the first process exists (and the worker's leaf).
     SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status),
                                                plan.log_prefix, !plan.process.relays.empty() || plan.process.egress);
     // The first process goes into the sandbox's cgroup when it stays as PID 1
-    // (its PID 2 then moves itself into the command's leaf), else straight
+    // (its PID 2 then goes into the command's leaf), else straight
     // into the leaf: it is the command.
     const int first_cgroup = plan.fork_command ? cgroup.fd() : cgroup.command_fd();
     if (plan.fork_command) {
+        ctx.command_cgroup = cgroup.command_fd();
         ctx.command_cgroup_procs = cgroup.command_procs_fd();
         ctx.send_command_pidfd = cgroup.pid1_movable();
     }

@@ -62,7 +62,8 @@ struct LaunchContext {
     CpuPin pin;
     UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
     std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
-    int command_cgroup_procs = -1;  // the command's leaf cgroup.procs, for PID 2 (SandboxCgroup)
+    int command_cgroup = -1;  // the command's leaf, which PID 1 clones PID 2 into (SandboxCgroup)
+    int command_cgroup_procs = -1;  // its cgroup.procs, for PID 2 where PID 1 could not
     bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/monitor/command_watch.h)
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };

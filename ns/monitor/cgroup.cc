@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/bench_skip.h"
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "ns/monitor/usage.h"
@@ -311,6 +312,8 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     // sandbox without a PID namespace leaves running; unasked, the sandbox
     // keeps bwrap's rule (a background process outlives it).
     cg.m_kill_leftovers = options.parent || options.has_limit() || report;
+    if (!cg.m_kill_leftovers && bench::skips(bench::Skip::Cgroup))
+        return cg;
     const std::optional<std::string> parent = parent_dir(options, cg.m_nsdelegate);
     if (!parent)
         return cg;  // sampled
@@ -333,13 +336,13 @@ SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std
     return cg;
 }
 
-void move_into_command_cgroup(int procs_fd, bool new_ns)
+void enter_command_cgroup(int procs_fd, bool has_cgroup, bool new_ns)
 {
-    if (procs_fd < 0)
+    if (!has_cgroup)
         return;
     // "0": the writing process. The kernel checks the write against the
     // fd's opener (the monitor), not against the sandbox's ids.
-    if (::write(procs_fd, "0", 1) != 1)
+    if (procs_fd >= 0 && ::write(procs_fd, "0", 1) != 1)
         throw SysError(errno,
                        std::string("Can't move the command into its cgroup (") + kCommandCgroup + "/cgroup.procs)");
     if (new_ns)

@@ -70,11 +70,11 @@ constexpr const char* kWorkerCgroup = "relay";
 // sandbox is made under the same parent.
 bool is_stale_cgroup_name(const std::string& name);
 
-// In PID 2, before it runs the command: moves itself into the command's
-// leaf through procs_fd (SandboxCgroup::command_procs_fd, inherited), then,
-// with new_ns (the sandbox has a cgroup namespace), makes the leaf the root
-// of a cgroup namespace of its own. Nothing without a cgroup (-1).
-void move_into_command_cgroup(int procs_fd, bool new_ns);
+// In PID 2, before it runs the command, where the sandbox has a cgroup: moves itself into the
+// command's leaf through procs_fd (SandboxCgroup::command_procs_fd, inherited) unless it is -1
+// (PID 1 cloned it there), then, with new_ns (the sandbox has a cgroup namespace), makes the leaf
+// the root of a cgroup namespace of its own.
+void enter_command_cgroup(int procs_fd, bool has_cgroup, bool new_ns);
 
 class SandboxCgroup {
 public:
@@ -103,7 +103,7 @@ public:
     // cgroup or a worker.
     int worker_fd() const { return m_worker.get(); }
     // The leaf's cgroup.procs (O_WRONLY), for PID 2 to move itself into the
-    // leaf before it runs the command: move_into_command_cgroup.
+    // leaf before it runs the command where PID 1 could not clone it there: enter_command_cgroup.
     int command_procs_fd() const { return m_command_procs.get(); }
     // Whether an agent may move PID 1 out of the sandbox's cgroup (ns/monitor/command_watch.h): there is
     // one, and cgroup2 is not known to be mounted with nsdelegate (a --cgroup-parent's mount is
@@ -126,9 +126,11 @@ public:
     {
         m_dir.reset();
         m_parent.reset();
-        m_command.reset();
         m_worker.reset();
-        (void)m_command_procs.release();  // PID 2's; O_CLOEXEC, and PID 1 closes it after the fork
+        // PID 1's, to clone PID 2 into the leaf, or PID 2's, to move itself there; O_CLOEXEC,
+        // and PID 1 closes them after the fork.
+        (void)m_command.release();
+        (void)m_command_procs.release();
     }
 
 private:

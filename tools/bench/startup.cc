@@ -6,7 +6,9 @@
 // not waited for inside the tree is not counted (bwrap's sandbox: bwrap exits
 // without waiting for it).
 //
-// usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... ::: LABEL cmd args...
+// usage: startup_bench [--runs N] [--warmup W] -- LABEL [NAME=VALUE...] cmd args... ::: LABEL ...
+// (NAME=VALUE words after a label are added to that command's environment, as env(1) would, but
+// without an exec of its own: tools/bench/features sets COCOON_BENCH_SKIP so.)
 // Runs in: dev.
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -34,6 +36,7 @@ struct Command {
     std::string label;
     std::string path;  // resolved once, so PATH search is not timed
     std::vector<std::string> argv;  // argv[0] as given
+    std::vector<std::string> env;  // the NAME=VALUE words given before it
     std::vector<double> samples_ms;
     std::vector<double> cpu_ms;
 };
@@ -117,7 +120,11 @@ Options parse_args(int argc, char** argv)
             die("each group needs a LABEL and a command");
         Command c;
         c.label = group[0];
-        c.argv.assign(group.begin() + 1, group.end());
+        size_t first = 1;
+        while (first + 1 < group.size() && group[first].find('=') != std::string::npos &&
+               group[first].find('/') == std::string::npos)
+            c.env.push_back(group[first++]);
+        c.argv.assign(group.begin() + static_cast<long>(first), group.end());
         c.path = resolve(c.argv[0]);
         for (const Command& other : o.commands)
             if (other.label == c.label)
@@ -163,7 +170,7 @@ struct Sample {
 
 // One timed run: from just before fork to just after waitpid. Any failure is fatal,
 // since a fast failing sandbox would otherwise look like a fast sandbox.
-Sample run_once(const Command& c, const std::vector<char*>& argv, int devnull)
+Sample run_once(const Command& c, const std::vector<char*>& argv, char* const* envp, int devnull)
 {
     double start = now_ms();
     pid_t pid = ::fork();
@@ -173,7 +180,7 @@ Sample run_once(const Command& c, const std::vector<char*>& argv, int devnull)
         // Child: only async-signal-safe calls until execv.
         if (::dup2(devnull, STDOUT_FILENO) < 0 || ::dup2(devnull, STDERR_FILENO) < 0)
             ::_exit(126);
-        ::execv(c.path.c_str(), argv.data());
+        ::execve(c.path.c_str(), argv.data(), envp);
         ::_exit(127);
     }
     int status = 0;
@@ -212,6 +219,17 @@ void report(std::vector<Command>& commands, int runs, int warmup)
     size_t width = 0;
     for (const Command& c : commands)
         width = std::max(width, c.label.size());
+    // Paired: each round runs every label back to back, so the median of a label's differences to
+    // the first label's run of the same round leaves out the drift that moves both (before the
+    // samples are sorted below).
+    std::vector<double> paired(commands.size(), 0.0);
+    for (size_t i = 1; i < commands.size(); ++i) {
+        std::vector<double> diffs;
+        for (size_t r = 0; r < commands[i].samples_ms.size(); ++r)
+            diffs.push_back(commands[i].samples_ms[r] - commands[0].samples_ms[r]);
+        std::sort(diffs.begin(), diffs.end());
+        paired[i] = percentile(diffs, 0.5);
+    }
     std::vector<double> medians, cpu_medians;
     std::printf("# runs=%d warmup=%d order=interleaved unit=ms (fork..waitpid; cpu = user+sys of the whole tree)\n",
                 runs, warmup);
@@ -225,6 +243,9 @@ void report(std::vector<Command>& commands, int runs, int warmup)
                     c.label.c_str(), median, percentile(c.samples_ms, 0.1), percentile(c.samples_ms, 0.9),
                     cpu_medians.back(), c.samples_ms.size());
     }
+    for (size_t i = 1; i < commands.size(); ++i)
+        std::printf("paired_ms %-*s %8.3f   (the median of its run less %s's, round by round)\n", int(width),
+                    commands[i].label.c_str(), paired[i], commands[0].label.c_str());
     auto index = [&](const Command* c) { return size_t(c - commands.data()); };
     auto ratio = [&](const Command* num, const Command* den) {
         std::string name = num->label + "/" + den->label;
@@ -259,13 +280,20 @@ int main(int argc, char** argv)
     if (devnull < 0)
         die_errno("open(/dev/null)", errno);
 
-    std::vector<std::vector<char*>> argvs;
+    std::vector<std::vector<char*>> argvs, envps;
     for (Command& c : o.commands) {
         std::vector<char*> v;
         for (std::string& s : c.argv)
             v.push_back(s.data());
         v.push_back(nullptr);
         argvs.push_back(std::move(v));
+        std::vector<char*> e;
+        for (std::string& s : c.env)
+            e.push_back(s.data());
+        for (char** p = environ; *p; ++p)
+            e.push_back(*p);
+        e.push_back(nullptr);
+        envps.push_back(std::move(e));
         c.samples_ms.reserve(size_t(o.runs));
         c.cpu_ms.reserve(size_t(o.runs));
     }
@@ -273,7 +301,7 @@ int main(int argc, char** argv)
     // Round r runs every label once, in the order given.
     for (int r = 0; r < o.warmup + o.runs; ++r) {
         for (size_t i = 0; i < o.commands.size(); ++i) {
-            Sample sample = run_once(o.commands[i], argvs[i], devnull);
+            Sample sample = run_once(o.commands[i], argvs[i], envps[i].data(), devnull);
             if (r >= o.warmup) {
                 o.commands[i].samples_ms.push_back(sample.wall_ms);
                 o.commands[i].cpu_ms.push_back(sample.cpu_ms);

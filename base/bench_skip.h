@@ -1,0 +1,34 @@
+// Start-up features a benchmark build can leave out, one at a time, to measure what each costs
+// (tools/bench/features, docs/benchmarks.md). Only a build configured with
+// -DCOCOON_BENCH_SKIPS=ON reads COCOON_BENCH_SKIP (a feature's name); in every other build, the
+// one that ships among them, skips() is a constant false and the compiler drops the test.
+// Runs in: caller, setup: asked before the clone and in set-up (a copy of the caller's memory).
+#pragma once
+
+#ifdef COCOON_BENCH_SKIPS
+#include <cstdlib>
+#include <cstring>
+#endif
+
+namespace cocoon::bench {
+
+enum class Skip {
+    Cgroup,  // the sandbox's own cgroup, made unasked (ns/monitor/cgroup.cc)
+    TmpfsFit,  // sizing cocoon's own tmpfs mounts after set-up (mount/apply.cc)
+    DevShm,  // --dev's /dev/shm tmpfs (mount/plan.cc)
+    Terminal,  // saving the caller's terminals (ns/monitor/terminal.cc)
+    ProcCovers,  // covering /proc/keys and the like (mount/apply.cc)
+};
+
+#ifdef COCOON_BENCH_SKIPS
+inline bool skips(Skip s)
+{
+    static const char* const kNames[] = {"cgroup", "tmpfs-fit", "dev-shm", "terminal", "proc-covers"};
+    const char* asked = std::getenv("COCOON_BENCH_SKIP");
+    return asked && std::strcmp(asked, kNames[static_cast<int>(s)]) == 0;
+}
+#else
+constexpr bool skips(Skip) { return false; }
+#endif
+
+}  // namespace cocoon::bench
