@@ -28,7 +28,10 @@ inline bool skips(Skip s)
     return asked && std::strcmp(asked, kNames[static_cast<int>(s)]) == 0;
 }
 #else
-constexpr bool skips(Skip) { return false; }
+constexpr bool skips(Skip)
+{
+    return false;
+}
 #endif
 
 }  // namespace cocoon::bench

@@ -31,7 +31,9 @@ cocoon_clone3:
     popq %rdx
     .cfi_adjust_cfa_offset -8
     .cfi_register rip, rdx
-    movl $)" "435" R"(, %eax
+    movl $)"
+    "435"
+    R"(, %eax
     syscall
     pushq %rdx
     .cfi_adjust_cfa_offset 8
