@@ -31,9 +31,7 @@ cocoon_clone3:
     popq %rdx
     .cfi_adjust_cfa_offset -8
     .cfi_register rip, rdx
-    movl $)"
-    "435"
-    R"(, %eax
+    movl $435, %eax
     syscall
     pushq %rdx
     .cfi_adjust_cfa_offset 8
