@@ -82,17 +82,26 @@ std::optional<SysError> remove_tree(int parent, const std::string& name, const s
     return failed ? failed : SysError(kStep, err, "can't remove the sandbox's cgroup", path);
 }
 
-// Removes the cgroups of earlier sandboxes whose cocoon was killed: their
-// monitor's pid is gone and they were made over a minute ago (a cgroup just
-// made by a cocoon of another PID namespace is left alone). rmdir refuses
-// one that still has processes.
+// Removes the cgroups of earlier sandboxes whose cocoon was killed: no process
+// is in them (cgroup.events says so; a live sandbox's PID 1 or command is) and
+// they were made over a minute ago (a cgroup just made, a moment before its
+// first process is cloned into it, is left alone). rmdir refuses one that still
+// has processes.
+// Whether the cgroup name below parent, or one below it, holds a process (a cgroup.events that
+// cannot be read counts as one).
+bool populated(int parent, const std::string& name)
+{
+    const std::string events = sys::read_small(parent, (name + "/cgroup.events").c_str(), 4096);
+    return keyed_number(events, "populated").value_or(1) != 0;
+}
+
 void remove_stale(int parent)
 {
     const time_t now = ::time(nullptr);
     for (const sys::DirEntry& e : sys::list_dir(parent)) {
         struct stat st {};
-        if (is_stale_cgroup_name(e.name) && ::fstatat(parent, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISDIR(st.st_mode) && now - st.st_mtime >= 60)
+        if (is_sandbox_cgroup_name(e.name) && ::fstatat(parent, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode) && now - st.st_mtime >= 60 && !populated(parent, e.name))
             remove_tree(parent, e.name, e.name);
     }
 }
@@ -291,7 +300,7 @@ bool cgroup_offers(const std::string& dir, const std::string& controller)
     return has_word(sys::read_small(AT_FDCWD, (dir + "/cgroup.controllers").c_str(), 4096), controller);
 }
 
-bool is_stale_cgroup_name(const std::string& name)
+bool is_sandbox_cgroup_name(const std::string& name)
 {
     // cocoon-PID, or cocoon-PID-N where cocoon-PID was taken.
     const size_t end = std::min(name.find('-', 7), name.size());
@@ -301,7 +310,7 @@ bool is_stale_cgroup_name(const std::string& name)
         if ((name[i] < '0' || name[i] > '9') && i != end)
             return false;
     const long pid = std::strtol(name.c_str() + 7, nullptr, 10);
-    return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) < 0 && errno == ESRCH;
+    return pid > 0 && pid <= INT32_MAX;
 }
 
 SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix, bool worker)

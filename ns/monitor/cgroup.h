@@ -65,10 +65,12 @@ constexpr const char* kCommandCgroup = "command";
 // the CPU and memory the sandbox makes it spend count against the sandbox's.
 constexpr const char* kWorkerCgroup = "relay";
 
-// "cocoon-PID" (or "cocoon-PID-N") for a cgroup left by a cocoon that was
-// killed, whose PID is gone: removed, with what is below it, when the next
-// sandbox is made under the same parent.
-bool is_stale_cgroup_name(const std::string& name);
+// "cocoon-PID" (or "cocoon-PID-N"): the name of a sandbox's cgroup, which the
+// next sandbox under the same parent removes, with what is below it, once it
+// holds no process and is a minute old (its cocoon was killed). Not whether
+// PID lives: the PID is the monitor's in its own PID namespace, which a
+// container's cocoon does not share (its cgroups are all "cocoon-1").
+bool is_sandbox_cgroup_name(const std::string& name);
 
 // In PID 2, before it runs the command, where the sandbox has a cgroup: moves itself into the
 // command's leaf through procs_fd (SandboxCgroup::command_procs_fd, inherited) unless it is -1

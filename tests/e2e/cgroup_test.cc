@@ -245,22 +245,39 @@ TEST_F(Cgroup, AFrozenRelayWorkerDoesNotHoldUpTheEnd)
 }
 
 // A cgroup whose cocoon was killed: removed by the next sandbox under the
-// same parent once its monitor's pid is gone and it is a minute old.
+// same parent once no process is in it and it is a minute old, whatever pid its
+// name holds (a container's cocoon, PID 1 there, names its cgroups cocoon-1 and
+// cocoon-1-N: a live pid here). One with a process in it below is left.
 TEST_F(Cgroup, StaleCgroupsAreSweptAway)
 {
     const std::string stale = m_parent + "/cocoon-4194305", fresh = m_parent + "/cocoon-4194306",
-                      alive = m_parent + "/cocoon-" + std::to_string(::getpid());
-    for (const std::string& dir : {stale, fresh, alive})
+                      container = m_parent + "/cocoon-1-7", running = m_parent + "/cocoon-4194307";
+    for (const std::string& dir : {stale, fresh, container, running, running + "/command"})
         ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);
+    ASSERT_EQ(::mkdir((container + "/command").c_str(), 0755), 0) << std::strerror(errno);
+    // A sandbox that still runs: a process in its command's leaf.
+    const pid_t sleeper = ::fork();
+    if (sleeper == 0) {
+        ::pause();
+        ::_exit(0);
+    }
+    ASSERT_GT(sleeper, 0);
+    std::ofstream(running + "/command/cgroup.procs") << sleeper << std::flush;
     const timespec old[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
-    ASSERT_EQ(::utimensat(AT_FDCWD, stale.c_str(), old, 0), 0) << std::strerror(errno);
-    ASSERT_EQ(::utimensat(AT_FDCWD, alive.c_str(), old, 0), 0) << std::strerror(errno);
+    for (const std::string& dir : {stale, container, running})
+        ASSERT_EQ(::utimensat(AT_FDCWD, dir.c_str(), old, 0), 0) << std::strerror(errno);
     Result r = in_sandbox({"--cgroup-parent", m_parent}, {"true"});
     EXPECT_EQ(r.code, 0) << r.err;
     struct stat st {};
     EXPECT_NE(::stat(stale.c_str(), &st), 0) << "the stale cgroup is still there";
+    EXPECT_NE(::stat(container.c_str(), &st), 0) << "a container cocoon's stale cgroup is still there";
     EXPECT_EQ(::rmdir(fresh.c_str()), 0) << "a cgroup made a moment ago was removed";
-    EXPECT_EQ(::rmdir(alive.c_str()), 0) << "the cgroup of a live pid was removed";
+    EXPECT_EQ(::stat(running.c_str(), &st), 0) << "the cgroup of a sandbox that still runs was removed";
+    ::kill(sleeper, SIGKILL);
+    ::waitpid(sleeper, nullptr, 0);
+    for (int i = 0; i < 100 && ::rmdir((running + "/command").c_str()) != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(::rmdir(running.c_str()), 0) << std::strerror(errno);
 }
 
 // The cocoon-* cgroups under dir.

@@ -60,14 +60,17 @@ TEST(OwnCgroup, NoCgroup2)
     EXPECT_EQ(own.dir, "");
 }
 
-TEST(StaleCgroupName, OnlyCocoonPidOfAPidThatIsGone)
+// Whether a pid lives is not asked: a container's cocoon names its cgroup after its own pid, 1
+// (cgroup.events says whether a sandbox still runs in it: tests/e2e/cgroup_test.cc).
+TEST(SandboxCgroupName, OnlyCocoonPidOrCocoonPidN)
 {
-    EXPECT_TRUE(is_stale_cgroup_name("cocoon-4194305"));  // above the kernel's PID_MAX_LIMIT: never a process
-    EXPECT_FALSE(is_stale_cgroup_name("cocoon-" + std::to_string(::getpid())));  // alive
-    EXPECT_TRUE(is_stale_cgroup_name("cocoon-4194305-3"));  // the name a start takes when cocoon-PID is left
+    EXPECT_TRUE(is_sandbox_cgroup_name("cocoon-4194305"));
+    EXPECT_TRUE(is_sandbox_cgroup_name("cocoon-1"));
+    EXPECT_TRUE(is_sandbox_cgroup_name("cocoon-" + std::to_string(::getpid())));
+    EXPECT_TRUE(is_sandbox_cgroup_name("cocoon-4194305-3"));  // the name a start takes when cocoon-PID is left
     for (const char* other : {"cocoon-", "cocoon-12x", "cocoon-e2e-1-2", "cocoonx-5", "other", "cocoon-99999999999",
                               "cocoon-4194305-", "cocoon-4194305-x", "cocoon-4194305-1-2", "cocoon--1"})
-        EXPECT_FALSE(is_stale_cgroup_name(other)) << other;
+        EXPECT_FALSE(is_sandbox_cgroup_name(other)) << other;
 }
 
 TEST(KeyedNumber, TheNumberAfterAWholeKeyAtALinesStart)
