@@ -21,6 +21,9 @@
 // system call (rdx; clone3 takes rdi and rsi), so that the child, returning first on the shared
 // stack, does not leave the parent a return address it has overwritten; each pushes it back
 // before its own return. The kernel copies the parent's registers to the child (rax = 0).
+// Without a user shadow stack (CET): the static glibc 2.36 cocoon links never enables one. With
+// one, the child's return would pop the shared shadow stack, and the parent's return would need
+// glibc's path for it (a jump, not a ret).
 asm(R"(
     .text
     .globl cocoon_clone3
