@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <map>
 #include <regex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ns/monitor/cgroup.h"
@@ -138,6 +140,7 @@ TEST(Usage, TheExitLineReportsWhatTheSandboxUsed)
     const Direct direct_run = run_directly();
     const double direct = direct_run.cpu;
     const bool own_cgroup = ns::own_cgroup().writable;
+    std::vector<std::pair<double, std::string>> cpus;  // each run's CPU seconds, and its exit line
     for (const auto& pid_ns : std::vector<std::vector<std::string>>{{"--unshare-pid"}, {}}) {
         Result r = in_sandbox(
             args({pid_ns,
@@ -159,9 +162,16 @@ TEST(Usage, TheExitLineReportsWhatTheSandboxUsed)
         EXPECT_LE(peak, direct_run.peak * 12 / 10) << exit_line << " direct peak " << direct_run.peak;
         EXPECT_GE(json_number(exit_line, "wall-time-us"), 1'000'000u) << exit_line;
         EXPECT_GE(json_number(exit_line, "pids-peak"), pid_ns.empty() ? 1u : 2u) << exit_line;
-        const double cpu = (json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6;
-        EXPECT_GE(cpu, 0.5 * direct) << exit_line << " direct " << direct;
-        EXPECT_LE(cpu, 2 * direct + 0.1) << exit_line << " direct " << direct;
+        cpus.emplace_back((json_number(exit_line, "cpu-user-us") + json_number(exit_line, "cpu-system-us")) / 1e6,
+                          exit_line);
+    }
+    // The same program's CPU, run directly before the sandboxes and again after them: a loaded
+    // machine (CI's, with clang-tidy beside the tests) moves all of them alike, and was seen to
+    // take one sandbox run to 2.26 times the direct run before it.
+    const double again = run_directly().cpu;
+    for (const auto& [cpu, exit_line] : cpus) {
+        EXPECT_GE(cpu, 0.5 * std::min(direct, again)) << exit_line << " direct " << direct << ", " << again;
+        EXPECT_LE(cpu, 2 * std::max(direct, again) + 0.1) << exit_line << " direct " << direct << ", " << again;
     }
 }
 
