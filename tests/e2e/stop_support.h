@@ -55,7 +55,11 @@ inline bool wait_until(const std::function<bool()>& done, int timeout_ms, int st
 struct ProcStat {
     char state = '?';
     pid_t ppid = 0, pgid = 0, sid = 0;
+    unsigned long long flags = 0;  // the kernel's task flags
     unsigned long long start = 0;  // clock ticks after boot: tells a reused pid apart
+    // In do_exit (PF_EXITING): it never runs its own code again, though /proc may show it for a
+    // while, on a loaded machine for over a second (its namespaces' teardown waits for RCU).
+    bool exiting() const { return (flags & 0x4) != 0 || state == 'Z' || state == 'X'; }
 };
 
 inline std::optional<ProcStat> proc_stat(pid_t pid)
@@ -68,8 +72,11 @@ inline std::optional<ProcStat> proc_stat(pid_t pid)
     ProcStat st;
     in >> st.state >> st.ppid >> st.pgid >> st.sid;
     std::string skip;
-    for (int field = 7; field < 22; ++field)  // tty_nr .. itrealvalue
-        in >> skip;
+    for (int field = 7; field < 22; ++field)  // tty_nr .. itrealvalue; 9 is flags
+        if (field == 9)
+            in >> st.flags;
+        else
+            in >> skip;
     in >> st.start;
     if (!in)
         return std::nullopt;
@@ -105,7 +112,7 @@ struct ProcessId {
         if (pid <= 0)
             return false;
         auto st = proc_stat(pid);
-        return st && st->start == start && st->state != 'Z' && st->state != 'X';
+        return st && st->start == start && !st->exiting();
     }
 };
 
@@ -129,7 +136,7 @@ inline std::vector<pid_t> processes_in_pid_ns(ino_t ns)
         if (pid_ns_of(pid) != ns)
             continue;
         auto st = proc_stat(pid);
-        if (st && st->state != 'Z' && st->state != 'X')
+        if (st && !st->exiting())
             found.push_back(pid);
     }
     return found;
