@@ -82,11 +82,6 @@ std::optional<SysError> remove_tree(int parent, const std::string& name, const s
     return failed ? failed : SysError(kStep, err, "can't remove the sandbox's cgroup", path);
 }
 
-// Removes the cgroups of earlier sandboxes whose cocoon was killed: no process
-// is in them (cgroup.events says so; a live sandbox's PID 1 or command is) and
-// they were made over a minute ago (a cgroup just made, a moment before its
-// first process is cloned into it, is left alone). rmdir refuses one that still
-// has processes.
 // Whether the cgroup name below parent, or one below it, holds a process (a cgroup.events that
 // cannot be read counts as one).
 bool populated(int parent, const std::string& name)
@@ -95,6 +90,11 @@ bool populated(int parent, const std::string& name)
     return keyed_number(events, "populated").value_or(1) != 0;
 }
 
+// Removes the cgroups of earlier sandboxes whose cocoon was killed: no process
+// is in them (cgroup.events says so; a live sandbox's PID 1 or command is) and
+// they were made over a minute ago (a cgroup just made, a moment before its
+// first process is cloned into it, is left alone). rmdir refuses one that still
+// has processes.
 void remove_stale(int parent)
 {
     const time_t now = ::time(nullptr);

@@ -460,19 +460,21 @@ void fork_command_and_reap(Setup& s)
     // where PID 1 may write the sandbox cgroup's cgroup.procs (its owner: not after --host-user
     // made it another user). Moving a running process there instead waits for an RCU grace
     // period in the kernel: 9-13 ms measured. Elsewhere PID 2 moves itself (enter_command_cgroup).
+    // (clone3 itself is never refused here: the monitor made this process with it.)
     volatile bool in_leaf = ctx.command_cgroup >= 0;
     clone_args args{};
-    args.flags = CLONE_INTO_CGROUP | (share_memory ? CLONE_VM | CLONE_VFORK : 0);
+    args.flags = (in_leaf ? CLONE_INTO_CGROUP : 0) | (share_memory ? CLONE_VM | CLONE_VFORK : 0);
     args.exit_signal = SIGCHLD;
-    args.cgroup = static_cast<unsigned long long>(ctx.command_cgroup);
-    long forked = in_leaf ? cocoon_clone3(&args, sizeof args) : -1;
-    if (forked < 0) {
+    args.cgroup = in_leaf ? static_cast<unsigned long long>(ctx.command_cgroup) : 0;
+    long forked = cocoon_clone3(&args, sizeof args);
+    if (forked < 0 && in_leaf) {
         in_leaf = false;
-        // The analyzer's vfork rule (nothing but exec or _exit in the child) is
-        // broken here on purpose, within the limits above.
-        // NOLINTNEXTLINE(clang-analyzer-unix.Vfork)
-        forked = check(share_memory ? ::vfork() : ::fork(), "fork");
+        args.flags &= ~static_cast<unsigned long long>(CLONE_INTO_CGROUP);
+        args.cgroup = 0;
+        forked = cocoon_clone3(&args, sizeof args);
     }
+    if (forked < 0)
+        throw SysError(static_cast<int>(-forked), "fork");
     const auto command = static_cast<pid_t>(forked);
     if (command == 0) {
         go_write.reset();

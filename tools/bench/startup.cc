@@ -121,8 +121,12 @@ Options parse_args(int argc, char** argv)
         Command c;
         c.label = group[0];
         size_t first = 1;
-        while (first + 1 < group.size() && group[first].find('=') != std::string::npos &&
-               group[first].find('/') == std::string::npos)
+        // NAME=VALUE: a name before the '=' (no '/': a path with '=' in it is the command).
+        auto is_assignment = [](const std::string& w) {
+            const size_t eq = w.find('=');
+            return eq != std::string::npos && eq > 0 && w.find('/') > eq;
+        };
+        while (first + 1 < group.size() && is_assignment(group[first]))
             c.env.push_back(group[first++]);
         c.argv.assign(group.begin() + static_cast<long>(first), group.end());
         c.path = resolve(c.argv[0]);
