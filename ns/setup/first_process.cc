@@ -144,9 +144,8 @@ CapSet bounding_after_fork(const LaunchPlan& plan)
     // dumpable meanwhile, so the caller, told the child-pid at step 1, may
     // open /proc/PID/ns/* at every moment (this mm is the caller's
     // namespace's, where a non-dumpable process refuses the caller).
-    // (After a vfork the first process did it already, before the command ran.)
-    if (!plan.reexec_pid1 && !command_shares_memory(plan))
-        check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+    // (Without reexec_pid1 the first process did it already, before the fork:
+    // fork_command_and_reap.)
     // Off the command's CPU first: what PID 1 does from here on is not on
     // the start-up path, and the command (PID 2) is.
     ctx.pin.restore();
@@ -397,6 +396,10 @@ void run_test_hook(Setup& s)
 // PID 1 once PID 2 exists: keeps what it needs, then reaps.
 [[noreturn]] void hold_and_reap(Setup& s, pid_t command, UniqueFd go_write)
 {
+#ifdef COCOON_TEST_HOOKS
+    if (g_setup_hook)
+        test_hook::pause_pid1(*g_setup_hook);
+#endif
     // Security: the holder keeps only what it needs of the caller's
     // fds (bwrap's init does the same): a pipe or directory the
     // caller let slip through must not live on in a process that may
@@ -447,15 +450,21 @@ void fork_command_and_reap(Setup& s)
     // of reexec_pid1) or makes a user namespace, which the kernel
     // refuses to a process sharing its memory. (volatile, as in_leaf: read after a return twice.)
     const volatile bool share_memory = command_shares_memory(plan);
-    // Security: PID 1 is stopped until the command runs, so it cannot
-    // make itself non-dumpable in time (be_reaper): it does so now. The
-    // flag belongs to the memory, which PID 2 leaves at its exec.
+    // Security: PID 1 is non-dumpable before the command can run, so the
+    // command never finds it reachable (after the fork PID 1 may wait for
+    // a CPU while the command starts; after a vfork it is stopped until
+    // the command runs). The flag belongs to the memory: PID 2 leaves a
+    // shared one at its exec, and a forked copy is made dumpable again
+    // below (its /proc files, its nested user namespace's maps among them,
+    // stay its own). Not with reexec_pid1: this image stays dumpable for
+    // the caller until the fresh one takes over (be_reaper).
+    const int dumpable = ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    if (!plan.reexec_pid1)
+        check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
     // The bounding set both processes end with is dropped here, once:
     // PID 1 would otherwise drop it while the command starts on its CPU.
-    if (share_memory) {
-        check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+    if (share_memory)
         drop_bounding(plan.caps);
-    }
     // Start-up speed: PID 2 is cloned straight into the command's cgroup leaf (CLONE_INTO_CGROUP)
     // where PID 1 may write the sandbox cgroup's cgroup.procs (its owner: not after --host-user
     // made it another user). Moving a running process there instead waits for an RCU grace
@@ -477,6 +486,8 @@ void fork_command_and_reap(Setup& s)
         throw SysError(static_cast<int>(-forked), "fork");
     const auto command = static_cast<pid_t>(forked);
     if (command == 0) {
+        if (!share_memory && !plan.reexec_pid1 && dumpable == 1)
+            check(::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
         go_write.reset();
         char byte;
         if (go_read && ::read(go_read.get(), &byte, 1) != 1)

@@ -79,7 +79,7 @@ std::optional<SetupHook> setup_hook_from_env()
 
 void misbehave(const SetupHook& hook, int sock, bool in_pid1)
 {
-    if ((hook.mode.rfind("late-", 0) == 0) != in_pid1)
+    if ((hook.mode.rfind("late-", 0) == 0) != in_pid1 || hook.mode == "slow-pid1")
         return;
     sleep_ms(hook.delay_ms);
     const std::string& mode = hook.mode;
@@ -113,6 +113,14 @@ void misbehave(const SetupHook& hook, int sock, bool in_pid1)
     // wait 30 s). PID 1 reaps on: the command runs until the monitor ends the sandbox.
     if (!in_pid1)
         sleep_ms(30000);
+}
+
+void pause_pid1(const SetupHook& hook)
+{
+    if (hook.mode != "slow-pid1")
+        return;
+    say("PID 1 waits " + std::to_string(hook.delay_ms) + " ms after the fork");
+    sleep_ms(hook.delay_ms);
 }
 
 void monitor_refused(const std::string& prefix)

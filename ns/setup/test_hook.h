@@ -19,6 +19,8 @@ namespace cocoon::ns::test_hook {
 //   unplanned-listener   an --egress proxy listener, in a run without --egress
 //   flood                tmpfs messages of 64 fds each until the channel is full
 //   late-listener        as unplanned-listener, from PID 1 once the command runs
+//   slow-pid1            nothing sent: PID 1 waits DELAY_MS once the command is forked, as a PID 1
+//                        the scheduler keeps off a CPU would (pause_pid1)
 inline constexpr const char* kSetupEnv = "COCOON_TEST_SETUP_HOOK";
 
 struct SetupHook {
@@ -33,6 +35,9 @@ std::optional<SetupHook> setup_hook_from_env();
 // further), or PID 1 before it reaps (late-*): does what the mode says, one line on stderr
 // ("cocoon: setup test hook: ...").
 void misbehave(const SetupHook& hook, int sock, bool in_pid1);
+
+// PID 1 right after the fork of the command (slow-pid1): waits DELAY_MS, saying so.
+void pause_pid1(const SetupHook& hook);
 
 // The monitor, once it refused the setup channel: with the hook armed, says so on stderr and holds
 // on 1.5 s, so the test can look at its fds after the refused message.

@@ -47,8 +47,9 @@ TEST(Caps, CommandHasNone)
     ASSERT_EQ(host_proc.code, 0) << host_proc.err;
     expect_no_caps(host_proc.out, "command without PID namespace");
 
-    Result own_proc = in_sandbox(args({no_caps(), {"--unshare-pid", "--proc", "/proc"}}),
-                                 sh("cat /proc/self/status; echo ---; cat /proc/1/status"));
+    Result own_proc =
+        in_sandbox(args({no_caps(), {"--unshare-pid", "--proc", "/proc"}}),
+                   sh(std::string(kAwaitPid1Settled) + "cat /proc/self/status; echo ---; cat /proc/1/status"));
     ASSERT_EQ(own_proc.code, 0) << own_proc.err;
     size_t split = own_proc.out.find("---\n");
     ASSERT_NE(split, std::string::npos) << own_proc.out;

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <cstdlib>
 #include <map>
@@ -42,6 +43,21 @@ inline Result in_sandbox(const std::vector<std::string>& options, const std::vec
 inline std::vector<std::string> sh(const std::string& script)
 {
     return {"sh", "-c", script};
+}
+
+// A shell line that waits (up to 10 s) until the sandbox's PID 1 has dropped its capabilities:
+// PID 1 does so once the command is forked, and may wait for a CPU while the command runs. Its
+// last step, no_new_privs, marks the end. A test that reads PID 1's /proc/1/status runs it first.
+inline constexpr const char* kAwaitPid1Settled =
+    "n=0; until grep -q '^NoNewPrivs:.1' /proc/1/status || [ $n -ge 200 ]; do n=$((n+1)); sleep 0.05; done; ";
+
+// Whether the cocoon under test was built with -DCOCOON_TEST_HOOKS=ON: the set-up hook's
+// variable's name (ns/setup/test_hook.h) is in the binary only then.
+inline bool cocoon_has_setup_hook()
+{
+    std::ifstream in(cocoon_bin(), std::ios::binary);
+    const std::string binary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return binary.find("COCOON_TEST_SETUP_HOOK") != std::string::npos;
 }
 
 // What makes the command capability-free for this caller: nothing for an

@@ -15,15 +15,6 @@
 namespace cocoon::test::stop_e2e {
 namespace {
 
-// Whether the cocoon under test has the hook: its environment variable's name is in the binary
-// only then.
-bool cocoon_has_setup_hook()
-{
-    std::ifstream in(cocoon_bin(), std::ios::binary);
-    const std::string binary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return binary.find("COCOON_TEST_SETUP_HOOK") != std::string::npos;
-}
-
 // The targets of `pid`'s open fds, sorted, but /proc and /sys files: the usage sampler opens those
 // for a moment, and what a set-up could hand over is a socket or a directory. A path is "a path":
 // the tmpfs roots the monitor holds (for the report) read as "/" once the sandbox's mount

@@ -178,7 +178,8 @@ TEST(Scheduling, CommandKeepsTheCallersCpuAffinity)
     std::string mine = status_field(read_file("/proc/self/status"), "Cpus_allowed_list");
     ASSERT_FALSE(mine.empty());
     Result r =
-        in_sandbox({"--unshare-pid", "--proc", "/proc"}, sh("grep Cpus_allowed_list /proc/self/status /proc/1/status"));
+        in_sandbox({"--unshare-pid", "--proc", "/proc"},
+                   sh(std::string(kAwaitPid1Settled) + "grep Cpus_allowed_list /proc/self/status /proc/1/status"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out,
               "/proc/self/status:Cpus_allowed_list:\t" + mine + "\n/proc/1/status:Cpus_allowed_list:\t" + mine + "\n");
