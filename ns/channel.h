@@ -57,6 +57,14 @@ struct StatusMsg {
     bool answer = false;
 };
 constexpr char kLeftoversAnswer = 'K';
+// The monitor's one message to the first process about the command's cgroup, where the sandbox's
+// cgroup is made while set-up runs (a cgroup nobody asked for: ns/launch.cc). It carries the leaf
+// (the fd PID 2 is cloned into) and its cgroup.procs, or no fd where no cgroup was made; and
+// whether PID 2 sends the monitor its pidfd (ns/monitor/command_watch.h).
+struct CommandCgroupMsg {
+    char kind = 'C';
+    uint8_t send_pidfd = 0;
+};
 // Listeners for the relay worker, made in the sandbox's network namespace
 // (SCM_RIGHTS). kind: Wire::RelayListener (index: the --relay's, in
 // command-line order), EgressProxy, Transparent (index: the port's, in the

@@ -17,6 +17,7 @@
 #include <csignal>
 #include <functional>
 #include <optional>
+#include <span>
 
 #include "base/bench_skip.h"
 #include "base/sys.h"
@@ -28,6 +29,7 @@
 #include "ns/launch_context.h"
 #include "ns/monitor/monitor.h"
 #include "ns/monitor/terminal.h"
+#include "relay/fd_message.h"
 
 namespace cocoon::ns {
 namespace {
@@ -112,6 +114,27 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
+// LaunchContext::command_cgroup_channel: the sandbox's cgroup, made while the first process sets
+// up (the monitor steps off the CPU it shares with it first), and the command's leaf sent to it on
+// `channel`.
+SandboxCgroup make_cgroup_beside(const LaunchPlan& plan, const LaunchContext& ctx, const sys::Cloned& first,
+                                 int channel, const SandboxCgroup::Parent& parent, bool worker)
+{
+    try {
+        const int left = ctx.pin.step_aside();
+        SandboxCgroup cgroup = SandboxCgroup::make(parent, plan.process.cgroup, plan.log_prefix, worker);
+        const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
+        const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};
+        // Not sent only where the first process is gone: it failed, and the channel says why.
+        (void)relay::send_msg(channel, msg, std::span<const int>(fds, cgroup.command_fd() >= 0 ? 2 : 0));
+        ctx.pin.step_back(left);
+        return cgroup;
+    } catch (...) {
+        kill_and_reap(first.pidfd.get());
+        throw;
+    }
+}
+
 // Each relayed connection holds about two fds in the relay worker, which inherits
 // this limit; use the whole hard limit (the sandbox was cloned with the caller's limits).
 void raise_fd_limit()
@@ -154,18 +177,35 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     Terminals terminals = bench::skips(bench::Skip::Terminal) ? Terminals() : Terminals::save();
 
     const bool report = fds.monitor.info || fds.monitor.json_status;
-    // The sandbox's cgroup, limits set, before the first process exists (and the worker's leaf).
-    SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, static_cast<bool>(fds.monitor.json_status),
-                                               plan.log_prefix, !plan.process.relays.empty() || plan.process.egress);
+    const bool json_status = static_cast<bool>(fds.monitor.json_status);
+    const bool worker = !plan.process.relays.empty() || plan.process.egress;
+    // Start-up speed: a cgroup nobody asked for (no --cgroup-parent, limit or report) is made
+    // while the first process sets up, not before the clone (its place is looked up before:
+    // SandboxCgroup::find): PID 1 then stays in the caller's cgroup, and the command (PID 2,
+    // cloned into the leaf) and everything it starts are in the sandbox's from their first
+    // instruction, as before. Not where the first process is the command, joins namespaces, or
+    // runs as another user (--host-user): it is cloned into the cgroup there, or PID 2 moves
+    // itself.
+    UniqueFd cgroup_channel, child_cgroup_channel;
+    if (plan.fork_command && !fds.sandbox.userns && !fds.sandbox.pidns && !plan.host_user &&
+        !SandboxCgroup::asked(plan.process.cgroup, json_status)) {
+        check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
+        cgroup_channel.reset(sv[0]);
+        child_cgroup_channel.reset(sv[1]);
+        ctx.command_cgroup_channel = sv[1];
+    }
+    // Where the sandbox's cgroup goes; otherwise made now, limits set, before the first process
+    // exists (and the worker's leaf).
+    const SandboxCgroup::Parent cgroup_parent = SandboxCgroup::find(plan.process.cgroup, json_status);
+    SandboxCgroup cgroup;
+    if (!cgroup_channel)
+        cgroup = SandboxCgroup::make(cgroup_parent, plan.process.cgroup, plan.log_prefix, worker);
     // The first process goes into the sandbox's cgroup when it stays as PID 1
     // (its PID 2 then goes into the command's leaf), else straight
     // into the leaf: it is the command.
     const int first_cgroup = plan.fork_command ? cgroup.fd() : cgroup.command_fd();
-    if (plan.fork_command) {
-        ctx.command_cgroup = cgroup.command_fd();
-        ctx.command_cgroup_procs = cgroup.command_procs_fd();
-        ctx.send_command_pidfd = cgroup.pid1_movable();
-    }
+    if (plan.fork_command)
+        ctx.command_cgroup = {cgroup.command_fd(), cgroup.command_procs_fd(), cgroup.pid1_movable()};
     // cocoon's own binary (O_PATH), which PID 1 runs again as a fresh image.
     if (plan.reexec_pid1)
         ctx.exe = sys::check_fd(::open("/proc/self/exe", O_PATH | O_CLOEXEC), "Can't open /proc/self/exe");
@@ -173,6 +213,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     // helper drops them too, but keeps the cgroup's until it has cloned.
     auto in_helper = [&] {
         sock.reset();
+        cgroup_channel.reset();
         parent.reset();
         fds.monitor = {};
         logins = LoginFiles();
@@ -181,8 +222,13 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     sys::Cloned first = start_first_process(plan, ctx, fds.sandbox, {sock.get(), child_sock.get(), first_cgroup},
                                             report, in_helper, [&] { cgroup.close_in_child(); });
     child_sock.reset();
+    child_cgroup_channel.reset();
     if (plan.host_user)
         write_host_user_maps(plan, first, sock.get());
+    if (cgroup_channel) {
+        cgroup = make_cgroup_beside(plan, ctx, first, cgroup_channel.get(), cgroup_parent, worker);
+        cgroup_channel.reset();
+    }
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
     // the sync fd reaches EOF exactly when the sandbox ends, cocoon alive or not.
     fds.sandbox = {};

@@ -45,6 +45,29 @@ public:
         if (m_caller)
             ::sched_setaffinity(pid, sizeof *m_caller, &*m_caller);
     }
+    // The monitor, pinned beside the first process it just cloned, with work of its own before it
+    // waits: it moves to another of the caller's CPUs, if there is one, so that the first
+    // process runs on this one now; the CPU it left, or -1. step_back(cpu) pins it there again
+    // once its work is done, so that it sleeps, and is woken at the end, where the caller is
+    // (a wake-up of another, idle, CPU is slow on virtual machines).
+    int step_aside() const
+    {
+        const int cpu = ::sched_getcpu();
+        if (!m_caller || cpu < 0)
+            return -1;
+        cpu_set_t others = *m_caller;
+        CPU_CLR(cpu, &others);
+        return CPU_COUNT(&others) > 0 && ::sched_setaffinity(0, sizeof others, &others) == 0 ? cpu : -1;
+    }
+    void step_back(int cpu) const
+    {
+        if (cpu < 0)
+            return;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        ::sched_setaffinity(0, sizeof one, &one);
+    }
     void release()
     {
         restore();
@@ -55,6 +78,14 @@ private:
     std::optional<cpu_set_t> m_caller;
 };
 
+// The command's cgroup leaf as the first process has it: the fds are the monitor's (inherited at
+// the clone) or came in CommandCgroupMsg; -1 without a cgroup.
+struct CommandCgroup {
+    int leaf = -1;  // which PID 1 clones PID 2 into (CLONE_INTO_CGROUP)
+    int procs = -1;  // its cgroup.procs, for PID 2 where PID 1 could not
+    bool send_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/monitor/command_watch.h)
+};
+
 // What one launch decides when it starts, beside the (const) plan.
 struct LaunchContext {
     bool terminal_foreground = false;  // cocoon's group owned the terminal: the command gets it
@@ -62,9 +93,13 @@ struct LaunchContext {
     CpuPin pin;
     UniqueFd exe;  // cocoon's own binary (O_PATH), for plan.reexec_pid1
     std::vector<LoginSeed> login_seeds;  // --login-file: what the first process writes at each DEST
-    int command_cgroup = -1;  // the command's leaf, which PID 1 clones PID 2 into (SandboxCgroup)
-    int command_cgroup_procs = -1;  // its cgroup.procs, for PID 2 where PID 1 could not
-    bool send_command_pidfd = false;  // PID 2 sends its pidfd to the monitor (ns/monitor/command_watch.h)
+    CommandCgroup command_cgroup;  // the command's cgroup leaf, where made before the clone
+    // The sandbox's cgroup is made once the first process runs: the monitor sends the leaf
+    // (CommandCgroupMsg) on this channel of its own (the first process's end), read before PID 2
+    // is forked; -1: made before. Not on the setup channel: a set-up that fails before it reads
+    // the message would leave it unread, and the kernel then resets the monitor's reads there,
+    // losing the error set-up sent.
+    int command_cgroup_channel = -1;
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 

@@ -1,6 +1,7 @@
-// Fixed-size messages with at most one fd (SCM_RIGHTS) over a SOCK_SEQPACKET socket: the monitor's
-// to the relay worker (relay/worker.h), and tools/bench/relay's anchor of what one costs.
-// Runs in: monitor, worker: the monitor sends the worker fds with it; the worker receives them.
+// Fixed-size messages with a few fds (SCM_RIGHTS) over a SOCK_SEQPACKET socket: the monitor's
+// to the relay worker (relay/worker.h) and to the sandbox's first process (its command's cgroup,
+// ns/channel.h), and tools/bench/relay's anchor of what one costs.
+// Runs in: monitor, worker, setup: the monitor sends fds with it; the worker and set-up receive them.
 #pragma once
 
 #include <sys/socket.h>
@@ -13,27 +14,38 @@
 
 namespace cocoon::relay {
 
-template <typename T> bool send_msg(int sock, const T& msg, int fd = -1)
+// Sends msg with `fds` (at most 4) in one SCM_RIGHTS.
+template <typename T> bool send_msg(int sock, const T& msg, std::span<const int> fds)
 {
+    constexpr size_t kMax = 4;
+    if (fds.size() > kMax) {
+        errno = EINVAL;
+        return false;
+    }
     iovec iov{const_cast<T*>(&msg), sizeof msg};
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (fd >= 0) {
+    alignas(cmsghdr) char control[CMSG_SPACE(kMax * sizeof(int))] = {};
+    if (!fds.empty()) {
         hdr.msg_control = control;
-        hdr.msg_controllen = sizeof control;
+        hdr.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
         cmsghdr* c = CMSG_FIRSTHDR(&hdr);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+        std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
     }
     ssize_t n;
     do
         n = ::sendmsg(sock, &hdr, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
     return n == static_cast<ssize_t>(sizeof msg);
+}
+
+template <typename T> bool send_msg(int sock, const T& msg, int fd = -1)
+{
+    return fd >= 0 ? send_msg(sock, msg, std::span<const int>(&fd, 1)) : send_msg(sock, msg, std::span<const int>());
 }
 
 // One message of exactly T's size, and the fds it carries: at most fds.size() of them, in order

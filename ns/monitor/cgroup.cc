@@ -313,17 +313,31 @@ bool is_sandbox_cgroup_name(const std::string& name)
     return pid > 0 && pid <= INT32_MAX;
 }
 
-SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix, bool worker)
+SandboxCgroup::Parent SandboxCgroup::find(const CgroupOptions& options, bool report)
 {
-    SandboxCgroup cg;
-    cg.m_warnings = Warnings(std::move(log_prefix));
+    Parent found;
     // Only a cgroup asked for (a parent, a limit, a report) ends what a
     // sandbox without a PID namespace leaves running; unasked, the sandbox
     // keeps bwrap's rule (a background process outlives it).
-    cg.m_kill_leftovers = options.parent || options.has_limit() || report;
-    if (!cg.m_kill_leftovers && bench::skips(bench::Skip::Cgroup))
-        return cg;
-    const std::optional<std::string> parent = parent_dir(options, cg.m_nsdelegate);
+    found.asked = asked(options, report);
+    if (found.asked || !bench::skips(bench::Skip::Cgroup))
+        found.dir = parent_dir(options, found.nsdelegate);
+    return found;
+}
+
+SandboxCgroup SandboxCgroup::make(const CgroupOptions& options, bool report, std::string log_prefix, bool worker)
+{
+    return make(find(options, report), options, std::move(log_prefix), worker);
+}
+
+SandboxCgroup SandboxCgroup::make(const Parent& found, const CgroupOptions& options, std::string log_prefix,
+                                  bool worker)
+{
+    SandboxCgroup cg;
+    cg.m_warnings = Warnings(std::move(log_prefix));
+    cg.m_kill_leftovers = found.asked;
+    cg.m_nsdelegate = found.nsdelegate;
+    const std::optional<std::string>& parent = found.dir;
     if (!parent)
         return cg;  // sampled
     const std::string label = options.parent ? "--cgroup-parent" : "the caller's cgroup";

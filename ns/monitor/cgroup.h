@@ -95,6 +95,24 @@ public:
     // worker will run (--relay, --egress): its leaf is made too.
     static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "",
                               bool worker = false);
+    // make() in two steps, for a cgroup made once the first process runs (ns/launch.cc): where
+    // it goes, looked up (and refused, with a limit and nowhere to set it) before the clone, as
+    // the lookup reads /proc/self/mountinfo, which would wait on set-up's mount calls (the
+    // kernel's lock of every mount namespace); then the cgroup made there.
+    struct Parent {
+        std::optional<std::string> dir;  // none: the caller may make no cgroup (sampled)
+        bool nsdelegate = false;
+        bool asked = false;  // asked(options, report)
+    };
+    static Parent find(const CgroupOptions& options, bool report);
+    static SandboxCgroup make(const Parent& found, const CgroupOptions& options, std::string log_prefix = "",
+                              bool worker = false);
+    // Whether the run asked for a cgroup (--cgroup-parent, a limit, a report): it must then hold
+    // every process of the sandbox, set-up's included, and ends what is left in it.
+    static bool asked(const CgroupOptions& options, bool report)
+    {
+        return options.parent || options.has_limit() || report;
+    }
 
     // The sandbox's cgroup, which the first process is cloned into when it
     // is PID 1, and the command's leaf below it, which the first process is

@@ -174,16 +174,15 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
 
 // PID 2 has an exception boundary of its own.
 [[noreturn]] void command_main(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
-                               int sock, CapSet bounding, bool in_leaf)
+                               int sock, CapSet bounding, const CommandCgroup& cgroup, bool in_leaf)
 {
     try {
         // PID 1 (the holder, this process's parent) gets the caller's affinity back before the
         // command can see it: on its own it does so only once it runs again after the fork, which
         // on a loaded host can be after the command read /proc/1/status.
         ctx.pin.restore(::getppid());
-        enter_command_cgroup(in_leaf ? -1 : ctx.command_cgroup_procs, ctx.command_cgroup >= 0,
-                             (plan.clone_flags & CLONE_NEWCGROUP) != 0);
-        if (ctx.send_command_pidfd) {
+        enter_command_cgroup(in_leaf ? -1 : cgroup.procs, cgroup.leaf >= 0, (plan.clone_flags & CLONE_NEWCGROUP) != 0);
+        if (cgroup.send_pidfd) {
             UniqueFd self = sys::check_fd(::syscall(SYS_pidfd_open, ::getpid(), 0), "pidfd_open");
             send_message(sock, PidfdMsg{false, std::move(self)});
         }

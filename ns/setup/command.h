@@ -41,8 +41,8 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
 
 // PID 2 (between fork and exec): reports a failure to the monitor on `sock`
 // and exits, never unwinding into PID 1's frames. in_leaf: it was cloned into
-// the command's cgroup leaf, so it does not move itself there.
+// the command's cgroup leaf (cgroup), so it does not move itself there.
 [[noreturn]] void command_main(const LaunchPlan& plan, const LaunchContext& ctx, ExecImage& image, int proc_dir,
-                               int sock, CapSet bounding, bool in_leaf);
+                               int sock, CapSet bounding, const CommandCgroup& cgroup, bool in_leaf);
 
 }  // namespace cocoon::ns

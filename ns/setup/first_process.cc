@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -37,6 +38,7 @@
 #include "ns/setup/userns_limit.h"
 #include "reaper/reaper.h"
 #include "reaper/status.h"
+#include "relay/fd_message.h"
 #ifdef COCOON_TEST_HOOKS
 #include "ns/setup/test_hook.h"
 #endif
@@ -393,6 +395,23 @@ void run_test_hook(Setup& s)
 }
 #endif
 
+// The command's cgroup leaf where the monitor made the sandbox's cgroup while set-up ran
+// (LaunchContext::command_cgroup_channel): its one CommandCgroupMsg, with the leaf and its
+// cgroup.procs or no fd (no cgroup). Waits for it; the fds are O_CLOEXEC, and PID 1 closes them
+// after the fork (hold_and_reap).
+CommandCgroup command_cgroup_from_monitor(int channel)
+{
+    CommandCgroupMsg msg;
+    std::array<UniqueFd, 2> fds;
+    const int err = relay::receive_msg(channel, msg, fds);
+    ::close(channel);
+    if (err)
+        throw SysError(err == ECONNRESET ? EPIPE : err, "the monitor's command cgroup message");
+    if (msg.kind != CommandCgroupMsg{}.kind || fds[0].valid() != fds[1].valid())
+        throw SysError(EBADMSG, "the monitor's command cgroup message");
+    return {fds[0].release(), fds[1].release(), msg.send_pidfd != 0};
+}
+
 // PID 1 once PID 2 exists: keeps what it needs, then reaps.
 [[noreturn]] void hold_and_reap(Setup& s, pid_t command, UniqueFd go_write)
 {
@@ -470,11 +489,13 @@ void fork_command_and_reap(Setup& s)
     // made it another user). Moving a running process there instead waits for an RCU grace
     // period in the kernel: 9-13 ms measured. Elsewhere PID 2 moves itself (enter_command_cgroup).
     // (clone3 itself is never refused here: the monitor made this process with it.)
-    volatile bool in_leaf = ctx.command_cgroup >= 0;
+    const CommandCgroup cgroup =
+        ctx.command_cgroup_channel >= 0 ? command_cgroup_from_monitor(ctx.command_cgroup_channel) : ctx.command_cgroup;
+    volatile bool in_leaf = cgroup.leaf >= 0;
     clone_args args{};
     args.flags = (in_leaf ? CLONE_INTO_CGROUP : 0) | (share_memory ? CLONE_VM | CLONE_VFORK : 0);
     args.exit_signal = SIGCHLD;
-    args.cgroup = in_leaf ? static_cast<unsigned long long>(ctx.command_cgroup) : 0;
+    args.cgroup = in_leaf ? static_cast<unsigned long long>(cgroup.leaf) : 0;
     long forked = cocoon_clone3(&args, sizeof args);
     if (forked < 0 && in_leaf) {
         in_leaf = false;
@@ -500,7 +521,7 @@ void fork_command_and_reap(Setup& s)
             if (::getppid() != holder)
                 ::_exit(1);
         }
-        command_main(plan, ctx, image, s.proc_dir.get(), sock, bounding_after_fork(plan), in_leaf);
+        command_main(plan, ctx, image, s.proc_dir.get(), sock, bounding_after_fork(plan), cgroup, in_leaf);
     }
     go_read.reset();
     hold_and_reap(s, command, std::move(go_write));

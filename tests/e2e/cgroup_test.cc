@@ -119,6 +119,32 @@ TEST_F(Cgroup, TheSandboxRunsInANewCgroupRemovedAtTheEnd)
     EXPECT_NE(::stat((m_parent + "/" + m[1].str()).c_str(), &st), 0) << m[1] << " was left under " << m_parent;
 }
 
+// A cgroup nobody asked for is made while set-up runs (ns/launch.cc): PID 1 stays in the caller's
+// cgroup and the command is cloned into the sandbox's leaf. One asked for (--cgroup-parent, a
+// report) holds PID 1 as well, so that set-up's and PID 1's use counts.
+TEST_F(Cgroup, PidOneStaysInTheCallersCgroupOnlyWhereNobodyAskedForOne)
+{
+    const std::string own = m_own.dir == m_own.mount ? "" : m_own.dir.substr(m_own.mount.size());
+    const std::string parent = m_parent.substr(m_own.mount.size());
+    const std::string script = "sed -n 's/^0:://p' /proc/1/cgroup /proc/self/cgroup";
+    struct Case {
+        std::vector<std::string> options;
+        std::string pid1, command;  // patterns
+    };
+    const std::string sandbox = "/cocoon-[0-9]+(-[0-9]+)?";
+    for (const Case& c : std::vector<Case>{
+             {{}, own.empty() ? "/" : own, own + sandbox + "/command"},
+             {{"--cgroup-parent", m_parent}, parent + sandbox, parent + sandbox + "/command"},
+             {{"--json-status-fd", "2"}, own + sandbox, own + sandbox + "/command"},
+         }) {
+        Result r = in_sandbox(args({{"--unshare-pid", "--proc", "/proc"}, c.options}), sh(script));
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_TRUE(std::regex_match(r.out, std::regex(c.pid1 + "\n" + c.command + "\n")))
+            << r.out << "expected PID 1 in " << c.pid1 << ", the command in " << c.command << " with "
+            << testing::PrintToString(c.options);
+    }
+}
+
 TEST_F(Cgroup, ItIsTheRootOfTheSandboxsCgroupNamespace)
 {
     EXPECT_EQ(cgroup_seen({"--unshare-cgroup"}), "/");
