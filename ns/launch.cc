@@ -180,23 +180,23 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     const bool json_status = static_cast<bool>(fds.monitor.json_status);
     const bool worker = !plan.process.relays.empty() || plan.process.egress;
     // Start-up speed: a cgroup nobody asked for (no --cgroup-parent, limit or report) is made
-    // while the first process sets up, not before the clone (its place is looked up before:
-    // SandboxCgroup::find): PID 1 then stays in the caller's cgroup, and the command (PID 2,
+    // while the first process sets up, not before the clone (where it goes is looked up before,
+    // here: SandboxCgroup::find): PID 1 then stays in the caller's cgroup, and the command (PID 2,
     // cloned into the leaf) and everything it starts are in the sandbox's from their first
     // instruction, as before. Not where the first process is the command, joins namespaces, or
     // runs as another user (--host-user): it is cloned into the cgroup there, or PID 2 moves
     // itself.
+    const SandboxCgroup::Parent cgroup_parent = SandboxCgroup::find(plan.process.cgroup, json_status);
     UniqueFd cgroup_channel, child_cgroup_channel;
-    if (plan.fork_command && !fds.sandbox.userns && !fds.sandbox.pidns && !plan.host_user &&
-        !SandboxCgroup::asked(plan.process.cgroup, json_status)) {
+    if (cgroup_parent.dir && !cgroup_parent.asked && plan.fork_command && !fds.sandbox.userns && !fds.sandbox.pidns &&
+        !plan.host_user) {
         check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
         cgroup_channel.reset(sv[0]);
         child_cgroup_channel.reset(sv[1]);
         ctx.command_cgroup_channel = sv[1];
     }
-    // Where the sandbox's cgroup goes; otherwise made now, limits set, before the first process
-    // exists (and the worker's leaf).
-    const SandboxCgroup::Parent cgroup_parent = SandboxCgroup::find(plan.process.cgroup, json_status);
+    // Otherwise the sandbox's cgroup, limits set, before the first process exists (and the
+    // worker's leaf).
     SandboxCgroup cgroup;
     if (!cgroup_channel)
         cgroup = SandboxCgroup::make(cgroup_parent, plan.process.cgroup, plan.log_prefix, worker);
