@@ -251,6 +251,7 @@ struct Applier {
     const Fds* fds;  // the fds the data ops read
     size_t index;  // the op's position, for unique names in data_dir
     std::vector<MadeTmpfs>* made;  // every tmpfs made, kept open
+    ParentDirs* parents;  // for binds of files and symlinks (ParentDirs)
 
     void operator()(const Bind& b) const
     {
@@ -262,9 +263,12 @@ struct Applier {
         const std::string what = "Can't bind mount " + (b.fd >= 0 ? fd_use(b)->name() : b.source) + " on " + b.dest;
         if (src.via_symlink)
             refuse_link_to_missing(root, b.source, b.dest, what);
-        Target target = mount_point(root, b.dest, S_ISDIR(st.st_mode), what);
+        const bool is_dir = S_ISDIR(st.st_mode);
+        Target target = mount_point(root, b.dest, is_dir, what, kDirMode, parents);
         refuse_redirected(src, b.dest, target, what);
         attach(src.fd.get(), target.fd.get(), what);
+        if (is_dir)
+            parents->clear();
     }
     void operator()(const Tmpfs& t) const
     {
@@ -401,8 +405,8 @@ struct Applier {
     void operator()(const Symlink& s) const
     {
         auto [parent, name] = sys::split_parent(s.dest);
-        UniqueFd dir = std::move(ensure_dir(root, parent, 0755).fd);
-        if (::symlinkat(s.target.c_str(), dir.get(), name.c_str()) == 0)
+        const int dir = parents->get(root, parent, 0755);
+        if (::symlinkat(s.target.c_str(), dir, name.c_str()) == 0)
             return;
         const std::string what = "Can't make symlink at " + s.dest;
         if (errno != EEXIST)
@@ -410,7 +414,7 @@ struct Applier {
         // bwrap's rule and words: an identical link already there is fine;
         // anything else in the way is named.
         char buf[PATH_MAX];  // a link's target is shorter than PATH_MAX
-        ssize_t n = ::readlinkat(dir.get(), name.c_str(), buf, sizeof buf);
+        ssize_t n = ::readlinkat(dir, name.c_str(), buf, sizeof buf);
         if (n < 0 && errno == EINVAL)
             throw UsageError(what + ": destination exists and is not a symlink");
         if (n < 0)
@@ -459,8 +463,12 @@ std::vector<UniqueFd> apply(const Plan& plan, Fds fds, const std::function<void(
     UniqueFd stacked;
     int root = own_root.get();
 
+    ParentDirs parents;
     for (size_t i = 0; i < plan.ops.size(); ++i) {
-        std::visit(Applier{root, &sources[i], &layers[i], hidden.data, hidden.uppers[i], &fds, i, &made}, plan.ops[i]);
+        if (!std::holds_alternative<Bind>(plan.ops[i]) && !std::holds_alternative<Symlink>(plan.ops[i]))
+            parents.clear();
+        std::visit(Applier{root, &sources[i], &layers[i], hidden.data, hidden.uppers[i], &fds, i, &made, &parents},
+                   plan.ops[i]);
         // A mount onto "/" stacks over the root we hold; walks that start at
         // an fd do not climb onto mounts stacked on it, so take the new top.
         if (dest_of(plan.ops[i]) == "/") {

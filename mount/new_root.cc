@@ -97,23 +97,42 @@ Target ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_
     return t;
 }
 
-Target mount_point(int root, const std::string& dest, bool is_dir, const std::string& what, mode_t parent_mode)
+int ParentDirs::get(int root, const std::string& dir, mode_t mode)
+{
+    if (!m_fd || dir != m_path) {
+        m_fd = std::move(ensure_dir(root, dir, mode, mode).fd);
+        m_path = dir;
+    }
+    return m_fd.get();
+}
+
+Target mount_point(int root, const std::string& dest, bool is_dir, const std::string& what, mode_t parent_mode,
+                   ParentDirs* parents)
 {
     if (is_dir)
         return ensure_dir(root, dest, kDirMode, parent_mode, &what);
     Target t;
+    // In a directory kept from the op before (--dev's nodes), made at once; what is there already
+    // takes the way below.
+    auto [parent, name] = sys::split_parent(dest);
+    if (const int kept = parents ? parents->kept(parent) : -1; kept >= 0) {
+        t.fd.reset(::openat(kept, name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+        if (t.fd)
+            return t;
+        if (errno != EEXIST)
+            throw SysError(errno, "Can't create file at " + dest);
+    }
     int err = open_existing(root, dest, O_PATH, &what, t);
     if (err == 0)
         return t;
     if (err != -ENOENT)
         throw SysError(-err, "Can't open " + dest);
-    auto [parent, name] = sys::split_parent(dest);
-    Target dir = ensure_dir(root, parent, parent_mode, parent_mode);
+    ParentDirs once;
+    const int dir = (parents ? parents : &once)->get(root, parent, parent_mode);
     // Security: O_NOFOLLOW|O_EXCL: the new file is made here, not wherever a
     // link planted in the sandbox points.
-    t.fd =
-        sys::check_fd(::openat(dir.fd.get(), name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444),
-                      "Can't create file at " + dest);
+    t.fd = sys::check_fd(::openat(dir, name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444),
+                         "Can't create file at " + dest);
     return t;
 }
 

@@ -62,10 +62,32 @@ int open_existing(int root, const std::string& path, int flags, const std::strin
 Target ensure_dir(int root, const std::string& path, mode_t mode, mode_t parent_mode = kDirMode,
                   const std::string* check = nullptr);
 
+// Start-up speed: the directory a file's mount point or a symlink was last made in (--dev's
+// nodes and links, all in /dev), kept for the next such op instead of resolved again. Only these
+// ops may run while it is kept: a mount on a file, or a new name, changes what no directory's
+// path resolves to; apply() clears it before any other op, and a bind of a directory after it.
+class ParentDirs {
+public:
+    // dir's fd under root (ensure_dir), made with `mode` where missing; owned here.
+    int get(int root, const std::string& dir, mode_t mode);
+    // dir's fd where it is the one kept, else -1.
+    int kept(const std::string& dir) const { return m_fd && dir == m_path ? m_fd.get() : -1; }
+    void clear()
+    {
+        m_path.clear();
+        m_fd.reset();
+    }
+
+private:
+    std::string m_path;
+    UniqueFd m_fd;
+};
+
 // The mount point for a mount op (what: its error prefix), made if missing:
-// a directory, or an empty file for a bind of a non-directory.
+// a directory, or an empty file for a bind of a non-directory (its directory
+// from `parents` where given).
 Target mount_point(int root, const std::string& dest, bool is_dir, const std::string& what,
-                   mode_t parent_mode = kDirMode);
+                   mode_t parent_mode = kDirMode, ParentDirs* parents = nullptr);
 
 // Throws SysError(err, what), with the filesystem's own explanation if it
 // left one in the fs_context log (overlayfs does for most refusals).

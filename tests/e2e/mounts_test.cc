@@ -46,6 +46,23 @@ TEST(Binds, BindIsWritable)
     EXPECT_EQ(read_file(host / "x"), "from-sandbox\n");
 }
 
+// Binds of files and symlinks in one directory reuse its fd (mount/new_root.h, ParentDirs); a
+// directory mounted over it in between must take the next ones, and a link already at a file's
+// destination still takes the usual way.
+TEST(Binds, FilesAfterADirectoryMountedOverTheirsGoIntoTheNewOne)
+{
+    TempDir host;
+    write_file(host / "f", "file\n");
+    TempDir over;
+    Result r = in_sandbox({"--ro-bind", host / "f", "/x/a", "--symlink", "a", "/x/l", "--bind", over.path(), "/x",
+                           "--ro-bind", host / "f", "/x/b", "--symlink", "b", "/x/m", "--ro-bind", host / "f", "/x/m"},
+                          sh("ls /x; cat /x/b /x/m"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "b\nm\nfile\nfile\n");
+    // The new mount points were made in the directory bound over /x, which is the host's.
+    EXPECT_TRUE(exists(over / "b"));
+}
+
 TEST(Tmpfs, EmptyAndWritable)
 {
     Result r = in_sandbox({"--tmpfs", "/scratch"},
