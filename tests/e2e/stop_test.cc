@@ -205,6 +205,11 @@ TEST_F(Stop, ForwardSignalsReachTheCommandsGroup)
     EXPECT_TRUE(nothing_left(*sandbox));
 }
 
+// The most a --kill-after 1 run takes from the SIGTERM to cocoon's exit: the kill comes at 1 s,
+// then the sandbox's end (the kernel tears down its namespaces, the monitor empties and removes
+// its cgroup), which took 1.56 s once in CI beside clang-tidy. A timer of 3 s or none still fails.
+constexpr double kKillAfterOneSecondEnds = 3.0;
+
 // --kill-after 1, SIGTERM to cocoon alone: the agent never hears of it (nothing forwards) and keeps
 // running; one second later everything is SIGKILLed and cocoon exits 137.
 TEST_F(Stop, KillAfterEndsAnAgentThatIgnoresTerm)
@@ -219,7 +224,7 @@ TEST_F(Stop, KillAfterEndsAnAgentThatIgnoresTerm)
     const double elapsed = seconds_since(sent);
     EXPECT_TRUE(exited_with(status, 137)) << show(status) << sandbox->output();
     EXPECT_GE(elapsed, 0.95);
-    EXPECT_LE(elapsed, 2.0);
+    EXPECT_LE(elapsed, kKillAfterOneSecondEnds);
     EXPECT_EQ(log(), "");
     EXPECT_EQ(exit_status_only(sandbox->last_status_line()), "{ \"exit-code\": 137, \"exit-signal\": 9 }");
     EXPECT_TRUE(nothing_left(*sandbox));
@@ -237,7 +242,7 @@ TEST_F(Stop, KillAfterEndsAForwardedAgentThatIgnoresTerm)
     const double elapsed = seconds_since(sent);
     EXPECT_TRUE(exited_with(status, 137)) << show(status) << sandbox->output();
     EXPECT_GE(elapsed, 0.95);
-    EXPECT_LE(elapsed, 2.0);
+    EXPECT_LE(elapsed, kKillAfterOneSecondEnds);
     EXPECT_EQ(log(), "TERM\n");
     EXPECT_TRUE(nothing_left(*sandbox));
 }
