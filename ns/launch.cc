@@ -1,8 +1,8 @@
 // The launch sequence, in the monitor: the sandbox's cgroup, login files and
 // terminals made ready, the first process cloned (ns/setup/first_process.cc), its
 // maps written for --host-user, then the monitor's loop.
-// Runs in: caller, monitor, setup: the caller clones; the monitor writes id maps; the clone's first
-//  lines are set-up's.
+// Runs in: caller, monitor, setup: the caller clones; the monitor writes id maps and makes an unasked
+//  cgroup; the clone's first lines are set-up's.
 #include "ns/launch.h"
 
 #include <fcntl.h>

@@ -1,7 +1,8 @@
-// The sandbox's cgroup: made before the clone, emptied and removed after PID 1
-// is reaped. Every file is reached through the directory fds held here.
-// Runs in: caller, monitor, pid2: the caller makes the cgroup before the clone; PID 2 joins its
-//  leaf.
+// The sandbox's cgroup: looked up before the clone, made then (asked for) or by the monitor while
+// set-up runs (unasked), emptied and removed after PID 1 is reaped. Every file is reached through
+// the directory fds held here.
+// Runs in: caller, monitor, pid2: the caller looks the cgroup up and makes an asked one; the
+//  monitor makes an unasked one; PID 2 joins its leaf.
 #include "ns/monitor/cgroup.h"
 
 #include <dirent.h>

@@ -1,12 +1,14 @@
 // The sandbox's own cgroup v2: PARENT/cocoon-PID, where PARENT is
 // --cgroup-parent, else the caller's own cgroup wherever the caller may make
 // cgroups in it; the command in a leaf below (PARENT/cocoon-PID/command), the
-// relay worker in another (PARENT/cocoon-PID/relay). The first process is cloned into it
-// (CLONE_INTO_CGROUP), so every process of the sandbox is in it from its first instruction; limits
-// (--memory-max, --pids-max) are set before that, and the report reads
-// cpu.stat, memory.peak and pids.peak. See ARCHITECTURE.md, "Resource report".
-// Runs in: caller, monitor, setup, pid2: the caller makes the cgroup; set-up closes its fd; PID 2
-//  joins its leaf.
+// relay worker in another (PARENT/cocoon-PID/relay). Where it was asked for (--cgroup-parent, a
+// limit, a report) the first process is cloned into it (CLONE_INTO_CGROUP), so every process of
+// the sandbox is in it from its first instruction; limits (--memory-max, --pids-max) are set
+// before that, and the report reads cpu.stat, memory.peak and pids.peak (ARCHITECTURE.md,
+// "Resource report"). Unasked, the monitor makes it while set-up runs and PID 1 stays in the
+// caller's cgroup; the command is cloned into its leaf either way.
+// Runs in: caller, monitor, setup, pid2: the caller looks the cgroup up and makes an asked one;
+//  the monitor makes an unasked one; set-up closes its fd; PID 2 joins its leaf.
 #pragma once
 
 #include <cstdint>
