@@ -114,15 +114,15 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
-// LaunchContext::command_cgroup_channel: the sandbox's cgroup, made while the first process sets
-// up (the monitor steps off the CPU it shares with it first), and the command's leaf sent to it on
-// `channel`.
+// LaunchContext::command_cgroup_channel: the sandbox's cgroup, looked up and made while the first
+// process sets up (the monitor steps off the CPU it shares with it first), and the command's leaf
+// sent to it on `channel` (no fd: the caller may make no cgroup here).
 SandboxCgroup make_cgroup_beside(const LaunchPlan& plan, const LaunchContext& ctx, const sys::Cloned& first,
-                                 int channel, const SandboxCgroup::Parent& parent, bool worker)
+                                 int channel, bool report, bool worker)
 {
     try {
         const int left = ctx.pin.step_aside();
-        SandboxCgroup cgroup = SandboxCgroup::make(parent, plan.process.cgroup, plan.log_prefix, worker);
+        SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
         const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
         const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};
         // Not sent only where the first process is gone: it failed, and the channel says why.
@@ -179,17 +179,15 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     const bool report = fds.monitor.info || fds.monitor.json_status;
     const bool json_status = static_cast<bool>(fds.monitor.json_status);
     const bool worker = !plan.process.relays.empty() || plan.process.egress;
-    // Start-up speed: a cgroup nobody asked for (no --cgroup-parent, limit or report) is made
-    // while the first process sets up, not before the clone (where it goes is looked up before,
-    // here: SandboxCgroup::find): PID 1 then stays in the caller's cgroup, and the command (PID 2,
-    // cloned into the leaf) and everything it starts are in the sandbox's from their first
-    // instruction, as before. Not where the first process is the command, joins namespaces, or
-    // runs as another user (--host-user): it is cloned into the cgroup there, or PID 2 moves
-    // itself.
-    const SandboxCgroup::Parent cgroup_parent = SandboxCgroup::find(plan.process.cgroup, json_status);
+    // Start-up speed: a cgroup nobody asked for (no --cgroup-parent, limit or report) is looked up
+    // and made while the first process sets up, not before the clone: PID 1 then stays in the
+    // caller's cgroup, and the command (PID 2, cloned into the leaf) and everything it starts are
+    // in the sandbox's from their first instruction, as before. Not where the first process is the
+    // command, joins namespaces, or runs as another user (--host-user): it is cloned into the
+    // cgroup there, or PID 2 moves itself.
     UniqueFd cgroup_channel, child_cgroup_channel;
-    if (cgroup_parent.dir && !cgroup_parent.asked && plan.fork_command && !fds.sandbox.userns && !fds.sandbox.pidns &&
-        !plan.host_user) {
+    if (!SandboxCgroup::asked(plan.process.cgroup, json_status) && plan.fork_command && !fds.sandbox.userns &&
+        !fds.sandbox.pidns && !plan.host_user && !bench::skips(bench::Skip::Cgroup)) {
         check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
         cgroup_channel.reset(sv[0]);
         child_cgroup_channel.reset(sv[1]);
@@ -199,7 +197,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     // worker's leaf).
     SandboxCgroup cgroup;
     if (!cgroup_channel)
-        cgroup = SandboxCgroup::make(cgroup_parent, plan.process.cgroup, plan.log_prefix, worker);
+        cgroup = SandboxCgroup::make(plan.process.cgroup, json_status, plan.log_prefix, worker);
     // The first process goes into the sandbox's cgroup when it stays as PID 1
     // (its PID 2 then goes into the command's leaf), else straight
     // into the leaf: it is the command.
@@ -226,7 +224,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     if (plan.host_user)
         write_host_user_maps(plan, first, sock.get());
     if (cgroup_channel) {
-        cgroup = make_cgroup_beside(plan, ctx, first, cgroup_channel.get(), cgroup_parent, worker);
+        cgroup = make_cgroup_beside(plan, ctx, first, cgroup_channel.get(), json_status, worker);
         cgroup_channel.reset();
     }
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so

@@ -7,8 +7,8 @@
 // before that, and the report reads cpu.stat, memory.peak and pids.peak (ARCHITECTURE.md,
 // "Resource report"). Unasked, the monitor makes it while set-up runs and PID 1 stays in the
 // caller's cgroup; the command is cloned into its leaf either way.
-// Runs in: caller, monitor, setup, pid2: the caller looks the cgroup up and makes an asked one;
-//  the monitor makes an unasked one; set-up closes its fd; PID 2 joins its leaf.
+// Runs in: caller, monitor, setup, pid2: the caller looks up and makes an asked cgroup; the
+//  monitor an unasked one; set-up closes its fd; PID 2 joins its leaf.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +31,9 @@ struct CgroupOptions {
     bool has_limit() const { return memory_max || pids_max; }
 };
 
-// Where cgroup2 is mounted and the caller's own cgroup in it, from
-// /proc/self/mountinfo and /proc/self/cgroup; empty strings when there is
-// no cgroup2 mount. For --check and for SandboxCgroup::make.
+// Where cgroup2 is mounted and the caller's own cgroup in it, from statmount(2) or
+// /proc/self/mountinfo, and /proc/self/cgroup; empty strings when there is no cgroup2 mount. For --check and for
+// SandboxCgroup::make.
 struct OwnCgroup {
     std::string mount;  // e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified
     std::string dir;  // the caller's cgroup as a path under mount
@@ -47,6 +47,11 @@ OwnCgroup own_cgroup();
 // The mount and dir of own_cgroup() from the texts of /proc/self/mountinfo and
 // /proc/self/cgroup (delegated stays false); for tests.
 OwnCgroup parse_own_cgroup(const std::string& mountinfo, const std::string& cgroup);
+// own_cgroup()'s mount and dir found its quick way, statmount(2) on /sys/fs/cgroup or
+// /sys/fs/cgroup/unified (nullopt where that cannot answer: before Linux 6.11, or cgroup2 mounted
+// elsewhere), and its slow way, /proc/self/mountinfo; writable stays false. For tests.
+std::optional<OwnCgroup> own_cgroup_by_statmount();
+OwnCgroup own_cgroup_by_mountinfo();
 
 // The number after `key` and blanks at the start of a line of a flat keyed file: cgroup v2's
 // ("user_usec 5" of cpu.stat, "populated 1" of cgroup.events) or /proc's ("Pss:  8 kB" of
@@ -96,18 +101,6 @@ public:
     // report: a --json-status-fd report was asked for. worker: the relay
     // worker will run (--relay, --egress): its leaf is made too.
     static SandboxCgroup make(const CgroupOptions& options, bool report, std::string log_prefix = "",
-                              bool worker = false);
-    // make() in two steps, for a cgroup made once the first process runs (ns/launch.cc): where
-    // it goes, looked up (and refused, with a limit and nowhere to set it) before the clone, as
-    // the lookup reads /proc/self/mountinfo, which would wait on set-up's mount calls (the
-    // kernel's lock of every mount namespace); then the cgroup made there.
-    struct Parent {
-        std::optional<std::string> dir;  // none: the caller may make no cgroup (sampled)
-        bool nsdelegate = false;
-        bool asked = false;  // asked(options, report)
-    };
-    static Parent find(const CgroupOptions& options, bool report);
-    static SandboxCgroup make(const Parent& found, const CgroupOptions& options, std::string log_prefix = "",
                               bool worker = false);
     // Whether the run asked for a cgroup (--cgroup-parent, a limit, a report): it must then hold
     // every process of the sandbox, set-up's included, and ends what is left in it.

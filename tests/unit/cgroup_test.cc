@@ -1,15 +1,21 @@
 // Where cocoon finds the caller's cgroup v2 (ns/monitor/cgroup.cc), from the texts of
 // /proc/self/mountinfo and /proc/self/cgroup: a hybrid host (this one), a
-// unified host, a container whose mount shows a subtree, no cgroup2 at all;
+// unified host, a container whose mount shows a subtree, no cgroup2 at all; statmount(2)'s
+// answer against mountinfo's;
 // which names the stale-cgroup sweep may remove; and the parser of flat keyed files (cpu.stat,
 // cgroup.events, smaps_rollup, memory.peak).
 #include "ns/monitor/cgroup.h"
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -58,6 +64,66 @@ TEST(OwnCgroup, NoCgroup2)
     OwnCgroup own = parse_own_cgroup("26 25 0:23 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", "0::/\n");
     EXPECT_EQ(own.mount, "");
     EXPECT_EQ(own.dir, "");
+}
+
+// The quick way (statmount(2) on the usual places) finds what the slow way (/proc/self/mountinfo)
+// finds, on this host as it is and in a mount namespace where cgroup2's root is mounted on
+// /sys/fs/cgroup itself (a unified host's layout). Linux 6.11 or later answers statmount's question.
+bool kernel_has_statmount_options()
+{
+    utsname u{};
+    int major = 0, minor = 0;
+    return ::uname(&u) == 0 && std::sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+           (major > 6 || (major == 6 && minor >= 11));
+}
+
+void expect_both_ways_agree()
+{
+    const std::optional<OwnCgroup> fast = own_cgroup_by_statmount();
+    const OwnCgroup slow = own_cgroup_by_mountinfo();
+    ASSERT_TRUE(fast.has_value()) << "statmount did not answer";
+    EXPECT_EQ(fast->mount, slow.mount);
+    EXPECT_EQ(fast->dir, slow.dir);
+    EXPECT_EQ(fast->nsdelegate, slow.nsdelegate);
+    EXPECT_FALSE(fast->mount.empty());
+}
+
+TEST(OwnCgroup, StatmountFindsWhatMountinfoFinds)
+{
+    if (!kernel_has_statmount_options())
+        GTEST_SKIP() << "statmount gives a mount's options from Linux 6.11 on";
+    if (own_cgroup_by_mountinfo().mount.empty())
+        GTEST_SKIP() << "this host mounts no cgroup2";
+    expect_both_ways_agree();
+}
+
+TEST(OwnCgroup, StatmountFindsCgroup2MountedOnSysFsCgroup)
+{
+    const OwnCgroup host = own_cgroup_by_mountinfo();
+    if (!kernel_has_statmount_options() || host.mount.empty() || host.mount == "/sys/fs/cgroup")
+        GTEST_SKIP() << "needs Linux 6.11 and a cgroup2 mounted somewhere else than /sys/fs/cgroup";
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // A child of its own: its own user and mount namespaces, cgroup2's mount bound over
+        // /sys/fs/cgroup (the host's stays as it is).
+        if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0 ||
+            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount(host.mount.c_str(), "/sys/fs/cgroup", nullptr, MS_BIND, nullptr) != 0)
+            ::_exit(2);
+        // mountinfo's first cgroup2 line is still the host's mount; statmount asks /sys/fs/cgroup
+        // first. Both name the caller's cgroup below their mount.
+        const std::optional<OwnCgroup> fast = own_cgroup_by_statmount();
+        const OwnCgroup slow = own_cgroup_by_mountinfo();
+        const bool same = fast && fast->mount == "/sys/fs/cgroup" && slow.mount == host.mount &&
+                          fast->dir.substr(fast->mount.size()) == slow.dir.substr(slow.mount.size()) &&
+                          fast->nsdelegate == slow.nsdelegate;
+        ::_exit(same ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: the namespaces or the bind failed; 1: the two ways disagree";
 }
 
 // Whether a pid lives is not asked: a container's cocoon names its cgroup after its own pid, 1
