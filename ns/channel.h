@@ -65,6 +65,13 @@ struct CommandCgroupMsg {
     char kind = 'C';
     uint8_t send_pidfd = 0;
 };
+// The network namespace made beside set-up (ns/launch.cc, start_netns_maker): a helper of the
+// monitor's makes it, with lo up, and sends its fd to the first process on a channel of their own
+// (LaunchContext::netns_channel). No message, only the channel's end: the helper could not, and
+// the first process makes the namespace itself.
+struct NetnsMsg {
+    char kind = 'N';
+};
 // Listeners for the relay worker, made in the sandbox's network namespace
 // (SCM_RIGHTS). kind: Wire::RelayListener (index: the --relay's, in
 // command-line order), EgressProxy, Transparent (index: the port's, in the

@@ -282,7 +282,7 @@ void set_hostname(Setup& s)
 // for --egress, the synthetic addresses' network (relay/dns.h).
 void bring_up_loopback(Setup& s)
 {
-    if (s.plan.clone_flags & CLONE_NEWNET)
+    if ((s.plan.clone_flags & CLONE_NEWNET) && s.ctx.netns_channel < 0)
         net::loopback_up();
     if (s.plan.process.egress)
         net::add_loopback_address(net::kTransparentNet);
@@ -368,6 +368,29 @@ void lock_files(Setup& s)
             throw SysError(errno, "Unable to lock file " + dest);
         s.locks.push_back(std::move(fd));
     }
+}
+
+// 9. The network namespace made beside set-up (LaunchContext::netns_channel; lo is up in it):
+// joined now, before anything of the sandbox runs, and before --userns2 (whose user namespace
+// may not hold the rights to). Where the helper could not make it (it sent nothing), or joining
+// it is refused (a seccomp filter refusing setns), made here, as the clone would have, lo brought
+// up as in step 6.
+void join_network_namespace(Setup& s)
+{
+    if (s.ctx.netns_channel < 0)
+        return;
+    NetnsMsg msg;
+    std::array<UniqueFd, 1> netns;
+    const int err = relay::receive_msg(s.ctx.netns_channel, msg, netns);
+    ::close(s.ctx.netns_channel);
+    if (err != 0 && err != ECONNRESET)
+        throw SysError(err, "the network namespace's message");
+    if (err == 0 && (msg.kind != NetnsMsg{}.kind || !netns[0]))
+        throw SysError(EBADMSG, "the network namespace's message");
+    if (err == 0 && ::setns(netns[0].get(), CLONE_NEWNET) == 0)
+        return;
+    check(::unshare(CLONE_NEWNET), "Creating new namespace failed (network)");
+    net::loopback_up();
 }
 
 // 10. --userns2: setup is done; PID 1 and the command live in this user
@@ -551,6 +574,7 @@ constexpr Step kSteps[] = {
     {"8 (mounts)", build_root},
     {"8 (login files)", seed_login_files},
     {"9 (lock files)", lock_files},
+    {"9 (network namespace)", join_network_namespace},
     {"10 (--userns2)", enter_userns2},
     {"11 (--block-fd)", wait_for_block_fd},
 #ifdef COCOON_TEST_HOOKS

@@ -10,6 +10,8 @@
 //        cocoon_escape_probe root                  where /proc/self/root/.. and /.. lead
 //        cocoon_escape_probe tcp ADDR PORT         connect to ADDR:PORT (IPv4)
 //        cocoon_escape_probe abstract NAME         connect to the abstract Unix socket NAME
+//        cocoon_escape_probe netns                 the network namespace: its inode, whether its
+//                                                  owner is our user namespace, whether lo is up
 //        cocoon_escape_probe umount PATH           unmount PATH (plain, then lazily)
 //        cocoon_escape_probe remount-rw PATH       remount the bind at PATH read-write
 //        cocoon_escape_probe nested PATH RO        the same from a new user and mount namespace
@@ -26,9 +28,12 @@
 //        cocoon_escape_probe overlay LOWER NAME WT copy LOWER/NAME up into WT through an overlay
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -440,6 +445,31 @@ std::optional<int> process_attempt(const std::string& what, const Args& args)
     return 0;
 }
 
+// "netns INODE", "netns_owner own|other|EXXX", "lo up|down|EXXX".
+int netns()
+{
+    struct stat net {
+    }, user{};
+    if (::stat("/proc/self/ns/net", &net) != 0 || ::stat("/proc/self/ns/user", &user) != 0)
+        return 1;
+    std::printf("netns %llu\n", static_cast<unsigned long long>(net.st_ino));
+    const int ns = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    const int owner = ns < 0 ? -1 : ::ioctl(ns, NS_GET_USERNS);
+    struct stat owner_st {};
+    if (owner < 0 || ::fstat(owner, &owner_st) != 0)
+        std::printf("netns_owner %s\n", errno_name(errno));
+    else
+        std::printf("netns_owner %s\n", owner_st.st_ino == user.st_ino ? "own" : "other");
+    const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    if (sock < 0 || ::ioctl(sock, SIOCGIFFLAGS, &req) != 0)
+        std::printf("lo %s\n", errno_name(errno));
+    else
+        std::printf("lo %s\n", (req.ifr_flags & IFF_UP) ? "up" : "down");
+    return 0;
+}
+
 // Connections out of the sandbox's network.
 std::optional<int> network_attempt(const std::string& what, const Args& args)
 {
@@ -461,6 +491,8 @@ std::optional<int> network_attempt(const std::string& what, const Args& args)
                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n), AF_UNIX);
         return 0;
     }
+    if (what == "netns" && args.count == 0)
+        return netns();
     return std::nullopt;
 }
 
