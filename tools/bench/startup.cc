@@ -6,7 +6,12 @@
 // not waited for inside the tree is not counted (bwrap's sandbox: bwrap exits
 // without waiting for it).
 //
-// usage: startup_bench [--runs N] [--warmup W] -- LABEL [NAME=VALUE...] cmd args... ::: LABEL ...
+// usage: startup_bench [--runs N] [--warmup W] [--gap-ms G] -- LABEL [NAME=VALUE...] cmd args... ::: LABEL ...
+// --gap-ms: a pause before each run, not timed. The kernel tears a sandbox's namespaces down after
+// it has ended, in workqueues and for tens of milliseconds (a network namespace's cleanup_net
+// runs ~45 ms after its last process, batched; free_ipc, the keyring's garbage collector): run
+// back to back, every start shares the CPUs and the kernel's locks with the teardowns of the
+// dozen before it, which no start an orchestrator makes seconds apart does.
 // (NAME=VALUE words after a label are added to that command's environment, as env(1) would, but
 // without an exec of its own: tools/bench/features sets COCOON_BENCH_SKIP so.)
 // Runs in: dev.
@@ -44,6 +49,7 @@ struct Command {
 struct Options {
     int runs = 300;
     int warmup = 20;
+    int gap_ms = 0;
     std::vector<Command> commands;
 };
 
@@ -60,7 +66,7 @@ struct Options {
 
 [[noreturn]] void usage()
 {
-    die("usage: startup_bench [--runs N] [--warmup W] -- LABEL cmd args... [::: LABEL cmd args...]...");
+    die("usage: startup_bench [--runs N] [--warmup W] [--gap-ms G] -- LABEL cmd args... [::: LABEL cmd args...]...");
 }
 
 int parse_count(std::string_view flag, const char* text, int min)
@@ -106,8 +112,8 @@ Options parse_args(int argc, char** argv)
             ++i;
             break;
         }
-        if ((a == "--runs" || a == "--warmup") && i + 1 < argc) {
-            int& slot = a == "--runs" ? o.runs : o.warmup;
+        if ((a == "--runs" || a == "--warmup" || a == "--gap-ms") && i + 1 < argc) {
+            int& slot = a == "--runs" ? o.runs : a == "--warmup" ? o.warmup : o.gap_ms;
             slot = parse_count(a, argv[++i], a == "--runs" ? 1 : 0);
         } else {
             usage();
@@ -218,7 +224,7 @@ const Command* find_label(const std::vector<Command>& commands, std::string_view
     return nullptr;
 }
 
-void report(std::vector<Command>& commands, int runs, int warmup)
+void report(std::vector<Command>& commands, int runs, int warmup, int gap_ms)
 {
     size_t width = 0;
     for (const Command& c : commands)
@@ -235,8 +241,9 @@ void report(std::vector<Command>& commands, int runs, int warmup)
         paired[i] = percentile(diffs, 0.5);
     }
     std::vector<double> medians, cpu_medians;
-    std::printf("# runs=%d warmup=%d order=interleaved unit=ms (fork..waitpid; cpu = user+sys of the whole tree)\n",
-                runs, warmup);
+    std::printf("# runs=%d warmup=%d gap_ms=%d order=interleaved unit=ms (fork..waitpid; cpu = user+sys of the whole "
+                "tree)\n",
+                runs, warmup, gap_ms);
     for (Command& c : commands) {
         std::sort(c.samples_ms.begin(), c.samples_ms.end());
         std::sort(c.cpu_ms.begin(), c.cpu_ms.end());
@@ -305,6 +312,10 @@ int main(int argc, char** argv)
     // Round r runs every label once, in the order given.
     for (int r = 0; r < o.warmup + o.runs; ++r) {
         for (size_t i = 0; i < o.commands.size(); ++i) {
+            if (o.gap_ms > 0) {
+                const timespec gap{o.gap_ms / 1000, static_cast<long>(o.gap_ms % 1000) * 1000000};
+                ::nanosleep(&gap, nullptr);
+            }
             Sample sample = run_once(o.commands[i], argvs[i], envps[i].data(), devnull);
             if (r >= o.warmup) {
                 o.commands[i].samples_ms.push_back(sample.wall_ms);
@@ -313,7 +324,7 @@ int main(int argc, char** argv)
         }
     }
 
-    report(o.commands, o.runs, o.warmup);
+    report(o.commands, o.runs, o.warmup, o.gap_ms);
     std::fflush(stdout);
     return 0;
 }
