@@ -224,7 +224,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     // rights to join it during the mounts), no namespace to join first.
     UniqueFd netns_channel, child_netns_channel;
     if ((plan.clone_flags & CLONE_NEWNET) && !report && plan.process.relays.empty() && !plan.process.egress &&
-        !fds.sandbox.userns && !fds.sandbox.pidns && !plan.host_user) {
+        !fds.sandbox.userns && !fds.sandbox.pidns && !plan.host_user && !bench::skips(bench::Skip::NetnsBeside)) {
         check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
         netns_channel.reset(sv[0]);
         child_netns_channel.reset(sv[1]);
