@@ -53,7 +53,9 @@ long raw_syscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0)
 // The namespace's fd, sent as NetnsMsg; nothing where any step fails.
 void make_and_send(const MakerArgs& a)
 {
-    // Only the two fds it uses, before it joins the sandbox's user namespace.
+    // Security: only the two fds it uses once it joins the sandbox's user namespace, where it holds
+    // every capability: none of the monitor's (the caller's terminals, login files, sockets) stays
+    // open in a process of that namespace.
     const long lo = a.first_pidfd < a.channel ? a.first_pidfd : a.channel;
     const long hi = a.first_pidfd < a.channel ? a.channel : a.first_pidfd;
     raw_syscall(SYS_close_range, 3, lo - 1, 0);
@@ -77,6 +79,8 @@ void make_and_send(const MakerArgs& a)
         raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/thread-self/ns/net"), O_RDONLY | O_CLOEXEC);
     if (netns < 0)
         return;
+    // relay::send_msg's framing (one NetnsMsg, one fd), by hand: its sendmsg would set errno, the
+    // monitor's, in the memory the two share.
     NetnsMsg msg;
     iovec iov{&msg, sizeof msg};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
