@@ -65,8 +65,8 @@ struct CommandCgroupMsg {
     char kind = 'C';
     uint8_t send_pidfd = 0;
 };
-// The network namespace made beside set-up (ns/launch.cc, start_netns_maker): a helper of the
-// monitor's makes it, with lo up, and sends its fd to the first process on a channel of their own
+// The network namespace made beside set-up (ns/setup/netns_maker.h): a helper of the monitor's
+// makes it, with lo up, and sends its fd to the first process on a channel of their own
 // (LaunchContext::netns_channel). No message, only the channel's end: the helper could not, and
 // the first process makes the namespace itself.
 struct NetnsMsg {

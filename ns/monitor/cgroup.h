@@ -32,8 +32,8 @@ struct CgroupOptions {
 };
 
 // Where cgroup2 is mounted and the caller's own cgroup in it, from statmount(2) or
-// /proc/self/mountinfo, and /proc/self/cgroup; empty strings when there is no cgroup2 mount. For --check and for
-// SandboxCgroup::make.
+// /proc/self/mountinfo, and /proc/self/cgroup; empty strings when there is no cgroup2 mount.
+// For --check and for SandboxCgroup::make.
 struct OwnCgroup {
     std::string mount;  // e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified
     std::string dir;  // the caller's cgroup as a path under mount
