@@ -65,10 +65,11 @@ struct CommandCgroupMsg {
     char kind = 'C';
     uint8_t send_pidfd = 0;
 };
-// The network namespace made beside set-up (ns/setup/netns_maker.h): a helper of the monitor's
-// makes it, with lo up, and sends its fd to the first process on a channel of their own
-// (LaunchContext::netns_channel). No message, only the channel's end: the helper could not, and
-// the first process makes the namespace itself.
+// The network namespace made beside set-up (ns/setup/netns_maker.h), and the IPC namespace where
+// it is made there too (LaunchContext::ipc_beside): a helper of the monitor's makes them, with lo
+// up, and sends their fds, the network namespace's first, to the first process on a channel of
+// their own (LaunchContext::netns_channel). No message, only the channel's end: the helper could
+// not, and the first process makes the namespaces itself.
 struct NetnsMsg {
     char kind = 'N';
 };

@@ -13,12 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <functional>
 #include <optional>
 #include <span>
 #include <utility>
+#include <variant>
 
 #include "base/bench_skip.h"
 #include "base/sys.h"
@@ -93,8 +95,8 @@ sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx
         }
         return sys::Cloned{joined.pid, std::move(joined.pidfd)};
     }
-    // A network namespace made beside set-up is not the clone's to make.
-    const unsigned long long beside = ctx.netns_channel >= 0 ? CLONE_NEWNET : 0;
+    // Namespaces made beside set-up are not the clone's to make.
+    const unsigned long long beside = (ctx.netns_channel >= 0 ? CLONE_NEWNET : 0) | (ctx.ipc_beside ? CLONE_NEWIPC : 0);
     sys::Cloned first = clone_first_process(plan.clone_flags & ~beside, fds.cgroup, sandbox);
     if (first.pid == 0) {
         in_helper();
@@ -138,7 +140,8 @@ SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx
     try {
         const int left = ctx.pin.step_aside();
         if (netns_channel)
-            maker = start_netns_maker(first.pidfd.get(), (plan.clone_flags & CLONE_NEWUSER) != 0, netns_channel.get());
+            maker = start_netns_maker(first.pidfd.get(), (plan.clone_flags & CLONE_NEWUSER) != 0, ctx.ipc_beside,
+                                      netns_channel.get());
         // The helper has its own copy: a helper that sends nothing leaves the first process the
         // channel's end.
         netns_channel.reset();
@@ -229,6 +232,11 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         netns_channel.reset(sv[0]);
         child_netns_channel.reset(sv[1]);
         ctx.netns_channel = sv[1];
+        // The IPC namespace with it, where no --mqueue needs it during the mounts.
+        ctx.ipc_beside = (plan.clone_flags & CLONE_NEWIPC) && !bench::skips(bench::Skip::IpcBeside) &&
+                         std::ranges::none_of(plan.mounts.ops, [](const mount::Op& op) {
+                             return std::holds_alternative<mount::Mqueue>(op);
+                         });
     }
     // Otherwise the sandbox's cgroup, limits set, before the first process exists (and the
     // worker's leaf).

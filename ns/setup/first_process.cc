@@ -370,24 +370,27 @@ void lock_files(Setup& s)
     }
 }
 
-// 9. The network namespace made beside set-up (LaunchContext::netns_channel; lo is up in it):
-// joined now, before anything of the sandbox runs, and before --userns2 (whose user namespace
-// may not hold the rights to). Where the helper could not make it (it sent nothing), or joining
-// it is refused (a seccomp filter refusing setns), made here, as the clone would have, lo brought
-// up as in step 6.
+// 9. The network namespace made beside set-up (LaunchContext::netns_channel; lo is up in it), and
+// the IPC namespace where it was made there too (LaunchContext::ipc_beside): joined now, before
+// anything of the sandbox runs, and before --userns2 (whose user namespace may not hold the
+// rights to). Where the helper could not make them (it sent nothing), or joining one is refused
+// (a seccomp filter refusing setns), made here, as the clone would have, lo brought up as in
+// step 6.
 void join_network_namespace(Setup& s)
 {
     if (s.ctx.netns_channel < 0)
         return;
     NetnsMsg msg;
-    std::array<UniqueFd, 1> netns;
-    const int err = relay::receive_msg(s.ctx.netns_channel, msg, netns);
+    std::array<UniqueFd, 2> made;  // the network namespace's, the IPC namespace's
+    const int err = relay::receive_msg(s.ctx.netns_channel, msg, made);
     ::close(s.ctx.netns_channel);
     if (err != 0 && err != ECONNRESET)
         throw SysError(err, "the network namespace's message");
-    if (err == 0 && (msg.kind != NetnsMsg{}.kind || !netns[0]))
+    if (err == 0 && (msg.kind != NetnsMsg{}.kind || !made[0] || static_cast<bool>(made[1]) != s.ctx.ipc_beside))
         throw SysError(EBADMSG, "the network namespace's message");
-    if (err == 0 && ::setns(netns[0].get(), CLONE_NEWNET) == 0)
+    if (s.ctx.ipc_beside && !(made[1] && ::setns(made[1].get(), CLONE_NEWIPC) == 0))
+        check(::unshare(CLONE_NEWIPC), "Creating new namespace failed (IPC)");
+    if (made[0] && ::setns(made[0].get(), CLONE_NEWNET) == 0)
         return;
     check(::unshare(CLONE_NEWNET), "Creating new namespace failed (network)");
     net::loopback_up();

@@ -33,6 +33,7 @@ namespace {
 struct MakerArgs {
     int first_pidfd;
     bool join_user;
+    bool ipc;
     int channel;
 };
 
@@ -50,7 +51,7 @@ long raw_syscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0)
 #endif
 }
 
-// The namespace's fd, sent as NetnsMsg; nothing where any step fails.
+// The namespaces' fds, sent as NetnsMsg; nothing where any step fails.
 void make_and_send(const MakerArgs& a)
 {
     // Security: only the two fds it uses once it joins the sandbox's user namespace, where it holds
@@ -63,7 +64,7 @@ void make_and_send(const MakerArgs& a)
     raw_syscall(SYS_close_range, hi + 1, ~0U, 0);
     if (a.join_user && raw_syscall(SYS_setns, a.first_pidfd, CLONE_NEWUSER) != 0)
         return;
-    if (raw_syscall(SYS_unshare, CLONE_NEWNET) != 0)
+    if (raw_syscall(SYS_unshare, CLONE_NEWNET | (a.ipc ? CLONE_NEWIPC : 0)) != 0)
         return;
     // lo up, as net::loopback_up's ioctl way does (a refusal leaves it to the first process).
     const long sock = raw_syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -77,24 +78,28 @@ void make_and_send(const MakerArgs& a)
         return;
     const long netns =
         raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/thread-self/ns/net"), O_RDONLY | O_CLOEXEC);
-    if (netns < 0)
+    const long ipcns = a.ipc ? raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/thread-self/ns/ipc"),
+                                           O_RDONLY | O_CLOEXEC)
+                             : 0;
+    if (netns < 0 || ipcns < 0)
         return;
-    // relay::send_msg's framing (one NetnsMsg, one fd), by hand: its sendmsg would set errno, the
-    // monitor's, in the memory the two share.
+    // relay::send_msg's framing (one NetnsMsg, one or two fds), by hand: its sendmsg would set
+    // errno, the monitor's, in the memory the two share.
     NetnsMsg msg;
     iovec iov{&msg, sizeof msg};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    const int fds[2] = {static_cast<int>(netns), static_cast<int>(ipcns)};
+    const size_t count = a.ipc ? 2 : 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
     hdr.msg_control = control;
-    hdr.msg_controllen = sizeof control;
+    hdr.msg_controllen = CMSG_SPACE(count * sizeof(int));
     cmsghdr* cmsg = CMSG_FIRSTHDR(&hdr);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    const int fd = static_cast<int>(netns);
-    __builtin_memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+    cmsg->cmsg_len = CMSG_LEN(count * sizeof(int));
+    __builtin_memcpy(CMSG_DATA(cmsg), fds, count * sizeof(int));
     raw_syscall(SYS_sendmsg, a.channel, reinterpret_cast<long>(&hdr), MSG_NOSIGNAL);
 }
 
@@ -112,10 +117,10 @@ int maker_main(void* args)
 
 }  // namespace
 
-sys::Cloned start_netns_maker(int first_pidfd, bool join_user, int channel)
+sys::Cloned start_netns_maker(int first_pidfd, bool join_user, bool ipc, int channel)
 {
 #ifndef COCOON_NETNS_MAKER_FORK
-    g_args = {first_pidfd, join_user, channel};
+    g_args = {first_pidfd, join_user, ipc, channel};
     int pidfd = -1;
     const pid_t pid = ::clone(maker_main, g_stack + sizeof g_stack, CLONE_VM | CLONE_PIDFD | SIGCHLD, &g_args, &pidfd);
     return {pid < 0 ? -1 : pid, UniqueFd(pid < 0 ? -1 : pidfd)};
@@ -127,7 +132,7 @@ sys::Cloned start_netns_maker(int first_pidfd, bool join_user, int channel)
         return maker;
     }
     if (maker.pid == 0) {
-        make_and_send({first_pidfd, join_user, channel});
+        make_and_send({first_pidfd, join_user, ipc, channel});
         ::_exit(0);
     }
     return maker;

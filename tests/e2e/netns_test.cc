@@ -3,8 +3,11 @@
 // (not the host's), its owner is the sandbox's user namespace (as the clone's was, so that
 // capabilities the command is given reach it), lo is up; and the same where the helper cannot
 // (setns refused by a seccomp filter the caller runs under), where the first process makes it
-// itself. A run that reports its namespaces keeps the clone's way (NamespacesReport below). As
-// root (with and without a user namespace, and --cap-drop ALL) and unprivileged.
+// itself. A run that reports its namespaces keeps the clone's way (NamespacesReport below). The
+// IPC namespace, made by the same helper where one is asked for: the sandbox's own, owned alike;
+// the host's where none is asked for; and made by the clone for --mqueue, whose mount belongs to
+// the IPC namespace its maker is in (MqueueMountIsTheSandboxs). As root (with and without a user
+// namespace, and --cap-drop ALL) and unprivileged.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,10 +32,15 @@ std::string probe()
     return sibling_binary("cocoon_escape_probe");
 }
 
-std::string host_netns()
+std::string host_ns(const char* path)
 {
     struct stat st {};
-    return ::stat("/proc/self/ns/net", &st) == 0 ? std::to_string(st.st_ino) : "?";
+    return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : "?";
+}
+
+std::string host_netns()
+{
+    return host_ns("/proc/self/ns/net");
 }
 
 // The ways a caller asks for a network namespace: bwrap's --unshare-all (for root without
@@ -56,6 +64,14 @@ void expect_own_netns(const Result& r, const std::string& mode)
     EXPECT_NE(got["netns"], host_netns()) << mode << ": the host's network namespace";
     EXPECT_EQ(got["netns_owner"], "own") << mode << ": " << r.out;
     EXPECT_EQ(got["lo"], "up") << mode << ": " << r.out;
+    // --unshare-net alone asks for no IPC namespace: the helper makes none.
+    if (mode.find("--unshare-all") == std::string::npos) {
+        EXPECT_EQ(got["ipcns"], host_ns("/proc/self/ns/ipc")) << mode << ": " << r.out;
+        return;
+    }
+    EXPECT_NE(got["ipcns"], "") << mode << ": " << r.out;
+    EXPECT_NE(got["ipcns"], host_ns("/proc/self/ns/ipc")) << mode << ": the host's IPC namespace";
+    EXPECT_EQ(got["ipcns_owner"], "own") << mode << ": " << r.out;
 }
 
 Result run_probe(const std::vector<std::string>& mode)
@@ -86,6 +102,23 @@ TEST(NetnsBesideSetup, MadeByTheFirstProcessWhereSetnsIsRefused)
         Result r = under_refusal(SCMP_SYS(setns), EPERM, [&] { return run_probe(mode); });
         expect_own_netns(r, joined(mode) + " (setns refused)");
     }
+}
+
+// --mqueue mounts during set-up, before the helper's namespaces are joined, and mqueue's mount
+// belongs to the IPC namespace of the process that makes it: with --mqueue the clone makes the IPC
+// namespace, so that a queue made through the mount is the command's own (and unprivileged, the
+// mount is allowed at all: the host's IPC namespace is not the sandbox's to mount for).
+TEST(NetnsBesideSetup, MqueueMountIsTheSandboxs)
+{
+    Result r = cocoon(
+        args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue",
+               "sh", "-c"},
+              {"touch /dev/mqueue/cocoon-netns-q && " + probe() + " mq /cocoon-netns-q && " + probe() + " netns"}}));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    std::map<std::string, std::string> got = results(r.out);
+    EXPECT_EQ(got["mq"], "ok") << r.out;
+    EXPECT_NE(got["ipcns"], host_ns("/proc/self/ns/ipc")) << r.out;
+    EXPECT_EQ(got["netns_owner"], "own") << r.out;
 }
 
 // A run that reports its namespaces (--info-fd, --json-status-fd) reads the network namespace in

@@ -10,8 +10,9 @@
 //        cocoon_escape_probe root                  where /proc/self/root/.. and /.. lead
 //        cocoon_escape_probe tcp ADDR PORT         connect to ADDR:PORT (IPv4)
 //        cocoon_escape_probe abstract NAME         connect to the abstract Unix socket NAME
-//        cocoon_escape_probe netns                 the network namespace: its inode, whether its
-//                                                  owner is our user namespace, whether lo is up
+//        cocoon_escape_probe netns                 the network and IPC namespaces: their inodes,
+//                                                  whether their owner is our user namespace, lo up
+//        cocoon_escape_probe mq NAME               open the POSIX message queue NAME
 //        cocoon_escape_probe umount PATH           unmount PATH (plain, then lazily)
 //        cocoon_escape_probe remount-rw PATH       remount the bind at PATH read-write
 //        cocoon_escape_probe nested PATH RO        the same from a new user and mount namespace
@@ -29,6 +30,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
+#include <mqueue.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -445,21 +447,33 @@ std::optional<int> process_attempt(const std::string& what, const Args& args)
     return 0;
 }
 
-// "netns INODE", "netns_owner own|other|EXXX", "lo up|down|EXXX".
-int netns()
+// "KIND INODE", "KIND_owner own|other|EXXX" for the namespace of /proc/self/ns/NS.
+void print_namespace(const char* kind, const char* path, const struct stat& user)
 {
-    struct stat net {
-    }, user{};
-    if (::stat("/proc/self/ns/net", &net) != 0 || ::stat("/proc/self/ns/user", &user) != 0)
-        return 1;
-    std::printf("netns %llu\n", static_cast<unsigned long long>(net.st_ino));
-    const int ns = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (::stat(path, &st) != 0) {
+        std::printf("%s %s\n", kind, errno_name(errno));
+        return;
+    }
+    std::printf("%s %llu\n", kind, static_cast<unsigned long long>(st.st_ino));
+    const int ns = ::open(path, O_RDONLY | O_CLOEXEC);
     const int owner = ns < 0 ? -1 : ::ioctl(ns, NS_GET_USERNS);
     struct stat owner_st {};
     if (owner < 0 || ::fstat(owner, &owner_st) != 0)
-        std::printf("netns_owner %s\n", errno_name(errno));
+        std::printf("%s_owner %s\n", kind, errno_name(errno));
     else
-        std::printf("netns_owner %s\n", owner_st.st_ino == user.st_ino ? "own" : "other");
+        std::printf("%s_owner %s\n", kind, owner_st.st_ino == user.st_ino ? "own" : "other");
+}
+
+// "netns INODE", "netns_owner own|other|EXXX", "ipcns ..." and "ipcns_owner ..." alike,
+// "lo up|down|EXXX".
+int netns()
+{
+    struct stat user {};
+    if (::stat("/proc/self/ns/user", &user) != 0)
+        return 1;
+    print_namespace("netns", "/proc/self/ns/net", user);
+    print_namespace("ipcns", "/proc/self/ns/ipc", user);
     const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ifreq req{};
     std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
@@ -493,6 +507,11 @@ std::optional<int> network_attempt(const std::string& what, const Args& args)
     }
     if (what == "netns" && args.count == 0)
         return netns();
+    if (what == "mq" && args.count == 1) {
+        const mqd_t q = ::mq_open(args.a0.c_str(), O_RDONLY);
+        std::printf("mq %s\n", q == static_cast<mqd_t>(-1) ? errno_name(errno) : "ok");
+        return 0;
+    }
     return std::nullopt;
 }
 
