@@ -95,21 +95,6 @@ int open_host(const std::string& path, int flags, bool no_follow, HostPath& out)
 // restrictions set on every mount in it; nullopt for a missing optional source.
 std::optional<HostPath> open_source(const Bind& bind, const Fds& fds, bool no_follow)
 {
-    HostPath src;
-    if (bind.fd >= 0) {
-        src.fd = open_fd_tree(bind, fds.at(bind.fd).get());
-    } else {
-        // Opened first, then cloned from the fd: what was checked for
-        // symlinks is what is bound.
-        int err = open_host(bind.source, 0, no_follow, src);
-        if (err == -ENOENT && bind.optional)
-            return std::nullopt;
-        if (err < 0)
-            throw SysError(-err, "Can't find source path " + bind.source);
-        src.fd = sys::check_fd(
-            ::open_tree(src.fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH),
-            "Can't find source path " + bind.source);
-    }
     // Security: no setuid binary or device node of the host gains power in the
     // sandbox (except --dev-bind, which asks for devices), and --ro-bind is
     // read-only all the way down, submounts included, in one call.
@@ -118,7 +103,27 @@ std::optional<HostPath> open_source(const Bind& bind, const Fds& fds, bool no_fo
         set |= MOUNT_ATTR_NODEV;
     if (bind.kind == BindKind::ReadOnly)
         set |= MOUNT_ATTR_RDONLY;
-    set_attrs(src.fd.get(), AT_RECURSIVE, set, "Can't restrict bind mount of " + bind.source);
+    const std::string find_what = "Can't find source path " + bind.source;
+    const std::string what = "Can't restrict bind mount of " + bind.source;
+    HostPath src;
+    if (bind.fd >= 0) {
+        src.fd = open_fd_tree(bind, fds.at(bind.fd).get());
+        set_attrs(src.fd.get(), AT_RECURSIVE, set, what);
+    } else if (bind.device_node) {
+        // --dev's own: a fixed path of the host's /dev, which nothing of the sandbox could have
+        // written, so no symlink on it is checked for. A device node has no submounts.
+        src.path = bind.source;
+        src.fd = clone_mount(AT_FDCWD, bind.source.c_str(), 0, set, find_what, what);
+    } else {
+        // Opened first, then cloned from the fd: what was checked for
+        // symlinks is what is bound.
+        int err = open_host(bind.source, 0, no_follow, src);
+        if (err == -ENOENT && bind.optional)
+            return std::nullopt;
+        if (err < 0)
+            throw SysError(-err, find_what);
+        src.fd = clone_mount(src.fd.get(), "", AT_RECURSIVE | AT_EMPTY_PATH, set, find_what, what);
+    }
     return src;
 }
 
@@ -132,8 +137,7 @@ HostPath host_proc()
 {
     const std::string what = "Can't bind mount /proc";
     HostPath src;
-    src.fd = sys::check_fd(::open_tree(AT_FDCWD, "/proc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE), what);
-    set_attrs(src.fd.get(), AT_RECURSIVE, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
+    src.fd = clone_mount(AT_FDCWD, "/proc", AT_RECURSIVE, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what, what);
     return src;
 }
 
@@ -258,12 +262,13 @@ struct Applier {
         if (!source->has_value())
             return;
         const HostPath& src = **source;
-        struct stat st;
-        check(::fstat(src.fd.get(), &st), "stat(" + b.source + ")");
+        struct stat st {};
+        if (!b.device_node)
+            check(::fstat(src.fd.get(), &st), "stat(" + b.source + ")");
         const std::string what = "Can't bind mount " + (b.fd >= 0 ? fd_use(b)->name() : b.source) + " on " + b.dest;
         if (src.via_symlink)
             refuse_link_to_missing(root, b.source, b.dest, what);
-        const bool is_dir = S_ISDIR(st.st_mode);
+        const bool is_dir = !b.device_node && S_ISDIR(st.st_mode);
         Target target = mount_point(root, b.dest, is_dir, what, kDirMode, parents);
         refuse_redirected(src, b.dest, target, what);
         attach(src.fd.get(), target.fd.get(), what);
@@ -317,11 +322,10 @@ struct Applier {
             "Can't create the data file for " + d.dest);
         copy_data(*fds, file.get(), d);
         const std::string what = "Can't bind mount " + source_name(d) + " on " + d.dest;
-        UniqueFd tree = sys::check_fd(::open_tree(data_dir, name.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), what);
         unsigned long long set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         if (d.kind == DataKind::RoBind)
             set |= MOUNT_ATTR_RDONLY;
-        set_attrs(tree.get(), 0, set, what);
+        UniqueFd tree = clone_mount(data_dir, name.c_str(), 0, set, what, what);
         Target target = mount_point(root, d.dest, false, what, d.parent_mode);
         attach(tree.get(), target.fd.get(), what);
         // Only now: the kernel attaches no mount whose root is unlinked.

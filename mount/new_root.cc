@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -20,6 +21,15 @@
 #include "base/sys_error.h"
 
 namespace cocoon::mount {
+namespace {
+
+#ifdef SYS_open_tree_attr
+constexpr long kOpenTreeAttr = SYS_open_tree_attr;
+#else
+constexpr long kOpenTreeAttr = 467;  // Linux 6.15; the same number on every architecture but alpha
+#endif
+
+}  // namespace
 
 Place place_of(int fd, const std::string& what)
 {
@@ -173,6 +183,26 @@ void set_attrs(int fd, unsigned flags, unsigned long long set, const std::string
     check(::mount_setattr(fd, "", AT_EMPTY_PATH | flags, &attr, sizeof attr), what);
 }
 
+UniqueFd clone_mount(int dfd, const char* path, unsigned flags, unsigned long long set, const std::string& find_what,
+                     const std::string& what)
+{
+    flags |= OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
+    // Refused once (ENOSYS before Linux 6.15, or a seccomp filter's errno): never asked again.
+    static bool no_open_tree_attr = false;
+    if (!no_open_tree_attr) {
+        mount_attr attr{};
+        attr.attr_set = set;
+        const long fd = ::syscall(kOpenTreeAttr, dfd, path, flags, &attr, sizeof attr);
+        if (fd >= 0)
+            return UniqueFd(static_cast<int>(fd));
+        // Any failure: the two calls, whose errors say which part failed.
+        no_open_tree_attr = true;
+    }
+    UniqueFd tree = sys::check_fd(::open_tree(dfd, path, flags), find_what);
+    set_attrs(tree.get(), flags & AT_RECURSIVE, set, what);
+    return tree;
+}
+
 void add_size(FsParams& params, unsigned long long size)
 {
     if (size == 0)
@@ -214,8 +244,8 @@ void cover_proc(int root, const std::string& dest)
         std::string what = "Can't hide " + path;
         // The host's /dev/null (the root is still the host's), read-only: a
         // read finds nothing, a write or a chmod meets EROFS.
-        UniqueFd null = sys::check_fd(::open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), what);
-        set_attrs(null.get(), 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, what);
+        UniqueFd null = clone_mount(AT_FDCWD, "/dev/null", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+                                    what, what);
         attach(null.get(), target.get(), what);
     }
     for (const char* name : {"sys", "sysrq-trigger", "irq", "bus"}) {
@@ -224,9 +254,8 @@ void cover_proc(int root, const std::string& dest)
         if (sys::try_openat2(root, path, O_PATH, kInRoot, 0, target) == -ENOENT)
             continue;
         std::string what = "Can't remount " + path + " read-only";
-        UniqueFd tree = sys::check_fd(
-            ::open_tree(target.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH), what);
-        set_attrs(tree.get(), AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what);
+        UniqueFd tree = clone_mount(target.get(), "", AT_RECURSIVE | AT_EMPTY_PATH,
+                                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, what, what);
         attach(tree.get(), target.get(), what);
     }
 }

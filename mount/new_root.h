@@ -103,6 +103,13 @@ void attach(int mnt, int target, const std::string& what);
 
 void set_attrs(int fd, unsigned flags, unsigned long long set, const std::string& what);
 
+// A clone of the mount at dfd/path (with AT_RECURSIVE in flags, of the tree there), with the
+// attributes `set` on it (on every mount of the tree): open_tree(2) and mount_setattr(2) in one
+// call, open_tree_attr(2), where the kernel has it (Linux 6.15); else the two, each failure named
+// as theirs (find_what: open_tree's, what: mount_setattr's).
+UniqueFd clone_mount(int dfd, const char* path, unsigned flags, unsigned long long set, const std::string& find_what,
+                     const std::string& what);
+
 // The size and nr_inodes parameters of a tmpfs of `size` bytes (0: none).
 void add_size(FsParams& params, unsigned long long size);
 

@@ -97,8 +97,11 @@ void expand_dev(const Dev& dev, const std::optional<std::string>& console, std::
     Tmpfs tmpfs{dest, kDirMode};
     tmpfs.fit = true;
     out.push_back(std::move(tmpfs));
-    for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"})
-        out.push_back(Bind{std::string("/dev/") + node, join(dest, node), BindKind::Dev, false});
+    for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"}) {
+        Bind bind{std::string("/dev/") + node, join(dest, node), BindKind::Dev, false};
+        bind.device_node = true;
+        out.push_back(std::move(bind));
+    }
     const char* links[][2] = {{"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
                               {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
                               {"/proc/kcore", "core"},       {"pts/ptmx", "ptmx"}};

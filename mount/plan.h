@@ -34,6 +34,10 @@ struct Bind {
     BindKind kind = BindKind::ReadWrite;
     bool optional = false;  // the -try forms: a missing source is skipped
     int fd = -1;  // --bind-fd/--ro-bind-fd: the source is this open fd, not `source`
+    // --dev's own nodes (/dev/null and the like): cocoon's fixed host paths, not the caller's, of
+    // character devices. Start-up speed: opened by path in one call, and known not to be
+    // directories (mount/apply.cc).
+    bool device_node = false;
 };
 // --size bounds a tmpfs's inodes too: one per kBytesPerInode of it, and at
 // least kMinInodes. Security: without it a 1 MiB tmpfs takes the kernel's
