@@ -128,7 +128,7 @@ void reap(const std::optional<sys::Cloned>& helper)
         while (::waitid(P_PIDFD, static_cast<id_t>(helper->pidfd.get()), &info, WEXITED) < 0 && errno == EINTR) {}
 }
 
-// The work the monitor does on another CPU while the first process sets up: the network
+// The work the monitor does while the first process sets up on another CPU: the network
 // namespace's helper started (netns_channel: LaunchContext::netns_channel, ns/setup/netns_maker.h),
 // and the sandbox's cgroup looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel),
 // its leaf sent to the first process (no fd: the caller may make no cgroup here). Empty or -1: not
@@ -138,7 +138,7 @@ SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx
 {
     std::optional<sys::Cloned> maker;
     try {
-        const int left = ctx.pin.step_aside();
+        ctx.pin.send_aside(first.pid);
         if (netns_channel)
             maker = start_netns_maker(first.pidfd.get(), (plan.clone_flags & CLONE_NEWUSER) != 0, ctx.ipc_beside,
                                       netns_channel.get());
@@ -154,7 +154,6 @@ SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx
             (void)relay::send_msg(cgroup_channel, msg, std::span<const int>(fds, cgroup.command_fd() >= 0 ? 2 : 0));
         }
         reap(maker);
-        ctx.pin.step_back(left);
         return cgroup;
     } catch (...) {
         kill_and_reap(first.pidfd.get());

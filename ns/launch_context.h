@@ -45,28 +45,20 @@ public:
         if (m_caller)
             ::sched_setaffinity(pid, sizeof *m_caller, &*m_caller);
     }
-    // The monitor, pinned beside the first process it just cloned, with work of its own before it
-    // waits: it moves to another of the caller's CPUs, if there is one, so that the first
-    // process runs on this one now; the CPU it left, or -1. step_back(cpu) pins it there again
-    // once its work is done, so that it sleeps, and is woken at the end, where the caller is
-    // (a wake-up of another, idle, CPU is slow on virtual machines).
-    int step_aside() const
+    // The first process, just cloned here with the pin and not yet run, sent to another of the
+    // caller's CPUs, if there is one, where it sets up alone while the monitor works beside it on
+    // this one (ns/launch.cc, work_beside_setup). Moving a process that has not run is a change
+    // of run queue; the monitor moving itself away instead went through the CPU's stopper and
+    // held the first process back 60-90 us, and moving back later preempted it.
+    void send_aside(pid_t pid) const
     {
         const int cpu = ::sched_getcpu();
         if (!m_caller || cpu < 0)
-            return -1;
+            return;
         cpu_set_t others = *m_caller;
         CPU_CLR(cpu, &others);
-        return CPU_COUNT(&others) > 0 && ::sched_setaffinity(0, sizeof others, &others) == 0 ? cpu : -1;
-    }
-    void step_back(int cpu) const
-    {
-        if (cpu < 0)
-            return;
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        ::sched_setaffinity(0, sizeof one, &one);
+        if (CPU_COUNT(&others) > 0)
+            ::sched_setaffinity(pid, sizeof others, &others);
     }
     void release()
     {

@@ -2,7 +2,7 @@
 // namespace is most of what the clone of a start costs (0.35-0.48 ms of its 0.5-0.65 here: the
 // kernel sets up every network subsystem's state for it), an IPC namespace 55-75 us more (its
 // sysctl tables and mqueue's internal mount), and nothing the first process does before its mounts
-// end needs either. So the clone leaves them out, and a helper the monitor starts on another CPU
+// end needs either. So the clone leaves them out, and a helper the monitor starts beside set-up (on another CPU)
 // joins the first process's user namespace (the namespaces are then the sandbox's, as the clone's
 // would be), makes them, brings lo up (as bwrap does), and sends their fds (NetnsMsg) to the first
 // process, which joins them once its mounts are done (set-up step 9,
