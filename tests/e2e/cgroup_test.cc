@@ -264,7 +264,10 @@ TEST_F(Cgroup, AFrozenRelayWorkerDoesNotHoldUpTheEnd)
     EXPECT_TRUE(frozen) << read_file(leaf + "/cgroup.events");
     const auto started = std::chrono::steady_clock::now();
     EXPECT_EQ(wait_exit(pid), 0) << read_file(dir / "out");
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+    // The command's 2 s and the monitor's 2 s wait for the worker's exit, then the kill: a bound with
+    // room for a loaded machine (5.09 s was seen with two suites at once), where a worker the
+    // monitor waited on for ever would never end.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(8));
     EXPECT_TRUE(contains(read_file(dir / "out"), "the relay worker was killed by signal 9")) << read_file(dir / "out");
     struct stat st {};
     EXPECT_NE(::stat(leaf.c_str(), &st), 0) << leaf << " was left";
