@@ -1,5 +1,7 @@
 // Startup benchmark driver: times fork+execv+waitpid of labelled commands, runs
-// interleaved so drift hits every label alike. Standalone; runs as its caller.
+// interleaved so drift hits every label alike, each round in a shuffled order so that no label
+// always follows the same one (a start is slowed by its predecessor's teardown, which the kernel
+// runs after it ends, and a heavier predecessor slows it more). Standalone; runs as its caller.
 // Besides wall time it records the CPU time of each run (user + system of the
 // process and every descendant it waited for, from wait4's rusage), which other
 // load on the machine disturbs much less than the wall clock. A process that is
@@ -22,6 +24,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -241,7 +245,7 @@ void report(std::vector<Command>& commands, int runs, int warmup, int gap_ms)
         paired[i] = percentile(diffs, 0.5);
     }
     std::vector<double> medians, cpu_medians;
-    std::printf("# runs=%d warmup=%d gap_ms=%d order=interleaved unit=ms (fork..waitpid; cpu = user+sys of the whole "
+    std::printf("# runs=%d warmup=%d gap_ms=%d order=shuffled unit=ms (fork..waitpid; cpu = user+sys of the whole "
                 "tree)\n",
                 runs, warmup, gap_ms);
     for (Command& c : commands) {
@@ -309,9 +313,13 @@ int main(int argc, char** argv)
         c.cpu_ms.reserve(size_t(o.runs));
     }
 
-    // Round r runs every label once, in the order given.
+    // Round r runs every label once, in an order of its own (a fixed seed: a run is repeatable).
+    std::vector<size_t> order(o.commands.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937 shuffler(35);
     for (int r = 0; r < o.warmup + o.runs; ++r) {
-        for (size_t i = 0; i < o.commands.size(); ++i) {
+        std::shuffle(order.begin(), order.end(), shuffler);
+        for (size_t i : order) {
             if (o.gap_ms > 0) {
                 const timespec gap{o.gap_ms / 1000, static_cast<long>(o.gap_ms % 1000) * 1000000};
                 ::nanosleep(&gap, nullptr);
