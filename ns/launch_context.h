@@ -19,9 +19,11 @@ namespace cocoon::ns {
 // Start-up speed: the setup chain (monitor -> PID 1 -> PID 2) runs one step at
 // a time, so it is kept on the CPU cocoon started on: each hand-off is then a
 // local context switch rather than the wake-up of an idle CPU, which is slow
-// on virtual machines. Every process gets the caller's affinity back before
-// it does real work: the monitor with release(), the sandbox's processes
-// (forked with the pin) with restore().
+// on virtual machines. The one exception: where the monitor has work of its
+// own while set-up runs, the first process is sent to another CPU
+// (send_aside). Every process gets the caller's affinity back before it does
+// real work: the monitor with release(), the sandbox's processes (forked with
+// the pin) with restore().
 class CpuPin {
 public:
     CpuPin()
@@ -45,11 +47,11 @@ public:
         if (m_caller)
             ::sched_setaffinity(pid, sizeof *m_caller, &*m_caller);
     }
-    // The first process, just cloned here with the pin and not yet run, sent to another of the
-    // caller's CPUs, if there is one, where it sets up alone while the monitor works beside it on
-    // this one (ns/launch.cc, work_beside_setup). Moving a process that has not run is a change
-    // of run queue; the monitor moving itself away instead went through the CPU's stopper and
-    // held the first process back 60-90 us, and moving back later preempted it.
+    // The first process, just cloned here with the pin (and, but for a preemption, not yet run),
+    // sent to another of the caller's CPUs, if there is one, where it sets up alone while the monitor works beside it
+    // on this one (ns/launch.cc, work_beside_setup). Moving a process that has not run is a change of run queue; the
+    // monitor moving itself away instead went through the CPU's stopper and held the first process back 60-90 us, and
+    // moving back later preempted it.
     void send_aside(pid_t pid) const
     {
         const int cpu = ::sched_getcpu();

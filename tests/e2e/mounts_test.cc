@@ -133,7 +133,7 @@ void expect_clone_attributes(const Result& r, const std::string& mode)
         const std::string options = "," + got[mountpoint] + ",";
         return options.find("," + option + ",") != std::string::npos;
     };
-    // --ro-bind / /: the root and every host mount under it (but what --proc and --dev mount over).
+    // --ro-bind / /: the root and every host mount under it (but what --proc, --dev and --tmpfs mount over).
     size_t host_mounts = 0;
     for (const auto& [mountpoint, options] : got) {
         if (starts_with(mountpoint, "/proc") || starts_with(mountpoint, "/dev") || starts_with(mountpoint, "/tmp"))

@@ -24,13 +24,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <numeric>
-#include <random>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
