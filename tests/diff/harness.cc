@@ -332,6 +332,11 @@ std::vector<std::string> error_lines(const std::string& err)
         std::string msg = line;
         while (msg.rfind(prefix, 0) == 0)
             msg.erase(0, prefix.size());
+        // bwrap writes "bwrap: ", the message and the newline apart, from two processes at once for
+        // some errors: the second's prefix may land at the end of the first's line ("bwrap:
+        // MSGbwrap: "), and its message then stands alone on the next ("MSG").
+        while (msg.size() >= prefix.size() && msg.compare(msg.size() - prefix.size(), prefix.size(), prefix) == 0)
+            msg.resize(msg.size() - prefix.size());
         // The second write may also land on the first's line: "bwrap: MSGMSG".
         if (msg.size() % 2 == 0 && msg.compare(0, msg.size() / 2, msg, msg.size() / 2) == 0)
             msg.resize(msg.size() / 2);
