@@ -18,15 +18,12 @@ enum class Skip {
     DevShm,  // --dev's /dev/shm tmpfs (mount/plan.cc)
     Terminal,  // saving the caller's terminals (ns/monitor/terminal.cc)
     ProcCovers,  // covering /proc/keys and the like (mount/apply.cc)
-    NetnsBeside,  // the network namespace made beside set-up, not by the clone (ns/setup/netns_maker.h)
-    IpcBeside,  // the IPC namespace made there too (ns/setup/netns_maker.h)
 };
 
 #ifdef COCOON_BENCH_SKIPS
 inline bool skips(Skip s)
 {
-    static const char* const kNames[] = {"cgroup",      "tmpfs-fit",    "dev-shm",   "terminal",
-                                         "proc-covers", "netns-beside", "ipc-beside"};
+    static const char* const kNames[] = {"cgroup", "tmpfs-fit", "dev-shm", "terminal", "proc-covers"};
     const char* asked = std::getenv("COCOON_BENCH_SKIP");
     return asked && std::strcmp(asked, kNames[static_cast<int>(s)]) == 0;
 }

@@ -65,14 +65,6 @@ struct CommandCgroupMsg {
     char kind = 'C';
     uint8_t send_pidfd = 0;
 };
-// The network namespace made beside set-up (ns/setup/netns_maker.h), and the IPC namespace where
-// it is made there too (LaunchContext::ipc_beside): a helper of the monitor's makes them, with lo
-// up, and sends their fds, the network namespace's first, to the first process on a channel of
-// their own (LaunchContext::netns_channel). No message, only the channel's end: the helper could
-// not, and the first process makes the namespaces itself.
-struct NetnsMsg {
-    char kind = 'N';
-};
 // Listeners for the relay worker, made in the sandbox's network namespace
 // (SCM_RIGHTS). kind: Wire::RelayListener (index: the --relay's, in
 // command-line order), EgressProxy, Transparent (index: the port's, in the

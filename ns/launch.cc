@@ -32,7 +32,6 @@
 #include "ns/launch_context.h"
 #include "ns/monitor/monitor.h"
 #include "ns/monitor/terminal.h"
-#include "ns/setup/netns_maker.h"
 #include "relay/fd_message.h"
 
 namespace cocoon::ns {
@@ -95,9 +94,7 @@ sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx
         }
         return sys::Cloned{joined.pid, std::move(joined.pidfd)};
     }
-    // Namespaces made beside set-up are not the clone's to make.
-    const unsigned long long beside = (ctx.netns_channel >= 0 ? CLONE_NEWNET : 0) | (ctx.ipc_beside ? CLONE_NEWIPC : 0);
-    sys::Cloned first = clone_first_process(plan.clone_flags & ~beside, fds.cgroup, sandbox);
+    sys::Cloned first = clone_first_process(plan.clone_flags, fds.cgroup, sandbox);
     if (first.pid == 0) {
         in_helper();
         close_cgroup();
@@ -120,44 +117,22 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
-// Waits for the network namespace's helper, if one started.
-void reap(const std::optional<sys::Cloned>& helper)
-{
-    siginfo_t info;
-    if (helper && helper->pidfd)
-        while (::waitid(P_PIDFD, static_cast<id_t>(helper->pidfd.get()), &info, WEXITED) < 0 && errno == EINTR) {}
-}
-
-// The work the monitor does while the first process sets up on another CPU: the network
-// namespace's helper started (netns_channel: LaunchContext::netns_channel, ns/setup/netns_maker.h),
-// and the sandbox's cgroup looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel),
-// its leaf sent to the first process (no fd: the caller may make no cgroup here). Empty or -1: not
-// this run's.
+// The work the monitor does while the first process sets up on another CPU: the sandbox's cgroup
+// looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel), its leaf sent to the
+// first process (no fd: the caller may make no cgroup here).
 SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx, const sys::Cloned& first,
-                                UniqueFd netns_channel, int cgroup_channel, bool report, bool worker)
+                                int cgroup_channel, bool report, bool worker)
 {
-    std::optional<sys::Cloned> maker;
     try {
         ctx.pin.send_aside(first.pid);
-        if (netns_channel)
-            maker = start_netns_maker(first.pidfd.get(), (plan.clone_flags & CLONE_NEWUSER) != 0, ctx.ipc_beside,
-                                      netns_channel.get());
-        // The helper has its own copy: a helper that sends nothing leaves the first process the
-        // channel's end.
-        netns_channel.reset();
-        SandboxCgroup cgroup;
-        if (cgroup_channel >= 0) {
-            cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
-            const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
-            const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};
-            // Not sent only where the first process is gone: it failed, and the channel says why.
-            (void)relay::send_msg(cgroup_channel, msg, std::span<const int>(fds, cgroup.command_fd() >= 0 ? 2 : 0));
-        }
-        reap(maker);
+        SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
+        const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
+        const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};
+        // Not sent only where the first process is gone: it failed, and the channel says why.
+        (void)relay::send_msg(cgroup_channel, msg, std::span<const int>(fds, cgroup.command_fd() >= 0 ? 2 : 0));
         return cgroup;
     } catch (...) {
         kill_and_reap(first.pidfd.get());
-        reap(maker);
         throw;
     }
 }
@@ -220,23 +195,6 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         child_cgroup_channel.reset(sv[1]);
         ctx.command_cgroup_channel = sv[1];
     }
-    // Start-up speed: the network namespace is made beside set-up (start_netns_maker), where
-    // nothing set-up does before its mounts end needs it: no namespace report to read it in step
-    // 1, no listener to open in it in step 7, no --host-user (whose first process gives up the
-    // rights to join it during the mounts), no namespace to join first.
-    UniqueFd netns_channel, child_netns_channel;
-    if ((plan.clone_flags & CLONE_NEWNET) && !report && plan.process.relays.empty() && !plan.process.egress &&
-        !fds.sandbox.userns && !fds.sandbox.pidns && !plan.host_user && !bench::skips(bench::Skip::NetnsBeside)) {
-        check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
-        netns_channel.reset(sv[0]);
-        child_netns_channel.reset(sv[1]);
-        ctx.netns_channel = sv[1];
-        // The IPC namespace with it, where no --mqueue needs it during the mounts.
-        ctx.ipc_beside = (plan.clone_flags & CLONE_NEWIPC) && !bench::skips(bench::Skip::IpcBeside) &&
-                         std::ranges::none_of(plan.mounts.ops, [](const mount::Op& op) {
-                             return std::holds_alternative<mount::Mqueue>(op);
-                         });
-    }
     // Otherwise the sandbox's cgroup, limits set, before the first process exists (and the
     // worker's leaf).
     SandboxCgroup cgroup;
@@ -256,7 +214,6 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     auto in_helper = [&] {
         sock.reset();
         cgroup_channel.reset();
-        netns_channel.reset();
         parent.reset();
         fds.monitor = {};
         logins = LoginFiles();
@@ -266,14 +223,10 @@ int launch(const LaunchPlan& plan, CallerFds fds)
                                             report, in_helper, [&] { cgroup.close_in_child(); });
     child_sock.reset();
     child_cgroup_channel.reset();
-    child_netns_channel.reset();
     if (plan.host_user)
         write_host_user_maps(plan, first, sock.get());
-    if (cgroup_channel || netns_channel) {
-        SandboxCgroup made =
-            work_beside_setup(plan, ctx, first, std::move(netns_channel), cgroup_channel.get(), json_status, worker);
-        if (cgroup_channel)
-            cgroup = std::move(made);
+    if (cgroup_channel) {
+        cgroup = work_beside_setup(plan, ctx, first, cgroup_channel.get(), json_status, worker);
         cgroup_channel.reset();
     }
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so

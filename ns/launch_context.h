@@ -94,14 +94,6 @@ struct LaunchContext {
     // the message would leave it unread, and the kernel then resets the monitor's reads there,
     // losing the error set-up sent.
     int command_cgroup_channel = -1;
-    // Start-up speed: the sandbox's network namespace is made beside set-up, and its fd comes
-    // (NetnsMsg) on this channel of its own (the first process's end), read once the mounts are
-    // done; -1: the clone made it (or the run has none).
-    int netns_channel = -1;
-    // The IPC namespace comes on that channel too (the clone leaves it out); false: the clone
-    // made it, or the run has none, or --mqueue mounts before step 9 (mqueue's mount belongs to
-    // the IPC namespace its maker is in).
-    bool ipc_beside = false;
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 

@@ -282,7 +282,7 @@ void set_hostname(Setup& s)
 // for --egress, the synthetic addresses' network (relay/dns.h).
 void bring_up_loopback(Setup& s)
 {
-    if ((s.plan.clone_flags & CLONE_NEWNET) && s.ctx.netns_channel < 0)
+    if (s.plan.clone_flags & CLONE_NEWNET)
         net::loopback_up();
     if (s.plan.process.egress)
         net::add_loopback_address(net::kTransparentNet);
@@ -368,32 +368,6 @@ void lock_files(Setup& s)
             throw SysError(errno, "Unable to lock file " + dest);
         s.locks.push_back(std::move(fd));
     }
-}
-
-// 9. The network namespace made beside set-up (LaunchContext::netns_channel; lo is up in it), and
-// the IPC namespace where it was made there too (LaunchContext::ipc_beside): joined now, before
-// anything of the sandbox runs, and before --userns2 (whose user namespace may not hold the
-// rights to). Where the helper could not make them (it sent nothing), or joining one is refused
-// (a seccomp filter refusing setns), made here, as the clone would have, lo brought up as in
-// step 6.
-void join_network_namespace(Setup& s)
-{
-    if (s.ctx.netns_channel < 0)
-        return;
-    NetnsMsg msg;
-    std::array<UniqueFd, 2> made;  // the network namespace's, the IPC namespace's
-    const int err = relay::receive_msg(s.ctx.netns_channel, msg, made);
-    ::close(s.ctx.netns_channel);
-    if (err != 0 && err != ECONNRESET)
-        throw SysError(err, "the network namespace's message");
-    if (err == 0 && (msg.kind != NetnsMsg{}.kind || !made[0] || static_cast<bool>(made[1]) != s.ctx.ipc_beside))
-        throw SysError(EBADMSG, "the network namespace's message");
-    if (s.ctx.ipc_beside && !(made[1] && ::setns(made[1].get(), CLONE_NEWIPC) == 0))
-        check(::unshare(CLONE_NEWIPC), "Creating new namespace failed (IPC)");
-    if (made[0] && ::setns(made[0].get(), CLONE_NEWNET) == 0)
-        return;
-    check(::unshare(CLONE_NEWNET), "Creating new namespace failed (network)");
-    net::loopback_up();
 }
 
 // 10. --userns2: setup is done; PID 1 and the command live in this user
@@ -577,7 +551,6 @@ constexpr Step kSteps[] = {
     {"8 (mounts)", build_root},
     {"8 (login files)", seed_login_files},
     {"9 (lock files)", lock_files},
-    {"9 (network namespace)", join_network_namespace},
     {"10 (--userns2)", enter_userns2},
     {"11 (--block-fd)", wait_for_block_fd},
 #ifdef COCOON_TEST_HOOKS

@@ -1,19 +1,13 @@
-// The sandbox's network namespace where the monitor's helper makes it beside set-up (ns/launch.cc,
-// start_netns_maker) and the first process joins it after its mounts: it is the sandbox's own
-// (not the host's), its owner is the sandbox's user namespace (as the clone's was, so that
-// capabilities the command is given reach it), lo is up; and the same where the helper cannot
-// (setns refused by a seccomp filter the caller runs under), where the first process makes it
-// itself. A run that reports its namespaces keeps the clone's way (NamespacesReport below). The
-// IPC namespace, made by the same helper where one is asked for: the sandbox's own, owned alike;
-// the host's where none is asked for; and made by the clone for --mqueue, whose mount belongs to
-// the IPC namespace its maker is in (MqueueMountIsTheSandboxs). As root (with and without a user
-// namespace, and --cap-drop ALL) and unprivileged.
+// The sandbox's network and IPC namespaces, as the clone makes them: the network namespace is the
+// sandbox's own (not the host's), owned by the sandbox's user namespace (so that capabilities the
+// command is given reach it), with lo up; the IPC namespace is the sandbox's own, owned alike,
+// where one is asked for, and the host's where none is; a queue made through --mqueue's mount is
+// the command's (MqueueMountIsTheSandboxs); and a namespace report names the namespace the command
+// runs in. As root (with and without a user namespace, and --cap-drop ALL) and unprivileged.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-
-#include <seccomp.h>
 
 #include <map>
 #include <string>
@@ -21,7 +15,6 @@
 
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/helper_binary.h"
-#include "tests/e2e/no_openat2.h"
 #include "tests/support/process.h"
 
 namespace cocoon::test {
@@ -64,7 +57,7 @@ void expect_own_netns(const Result& r, const std::string& mode)
     EXPECT_NE(got["netns"], host_netns()) << mode << ": the host's network namespace";
     EXPECT_EQ(got["netns_owner"], "own") << mode << ": " << r.out;
     EXPECT_EQ(got["lo"], "up") << mode << ": " << r.out;
-    // --unshare-net alone asks for no IPC namespace: the helper makes none.
+    // --unshare-net alone asks for no IPC namespace: none is made.
     if (mode.find("--unshare-all") == std::string::npos) {
         EXPECT_EQ(got["ipcns"], host_ns("/proc/self/ns/ipc")) << mode << ": " << r.out;
         return;
@@ -87,28 +80,16 @@ std::string joined(const std::vector<std::string>& words)
     return out;
 }
 
-TEST(NetnsBesideSetup, TheSandboxsOwnWithLoUp)
+TEST(SandboxNetns, TheSandboxsOwnWithLoUp)
 {
     for (const auto& mode : modes())
         expect_own_netns(run_probe(mode), joined(mode));
 }
 
-// setns refused: where the sandbox has a user namespace the helper cannot join it; where it has
-// none (root), the first process cannot join the helper's network namespace. Either way the first
-// process makes one itself.
-TEST(NetnsBesideSetup, MadeByTheFirstProcessWhereSetnsIsRefused)
-{
-    for (const auto& mode : modes()) {
-        Result r = under_refusal(SCMP_SYS(setns), EPERM, [&] { return run_probe(mode); });
-        expect_own_netns(r, joined(mode) + " (setns refused)");
-    }
-}
-
-// --mqueue mounts during set-up, before the helper's namespaces are joined, and mqueue's mount
-// belongs to the IPC namespace of the process that makes it: with --mqueue the clone makes the IPC
-// namespace, so that a queue made through the mount is the command's own (and unprivileged, the
-// mount is allowed at all: the host's IPC namespace is not the sandbox's to mount for).
-TEST(NetnsBesideSetup, MqueueMountIsTheSandboxs)
+// mqueue's mount belongs to the IPC namespace of the process that makes it: the sandbox's, so that
+// a queue made through the mount is the command's own (and unprivileged, the mount is allowed at
+// all: the host's IPC namespace is not the sandbox's to mount for).
+TEST(SandboxNetns, MqueueMountIsTheSandboxs)
 {
     Result r = cocoon(
         args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue",
@@ -121,10 +102,9 @@ TEST(NetnsBesideSetup, MqueueMountIsTheSandboxs)
     EXPECT_EQ(got["netns_owner"], "own") << r.out;
 }
 
-// A run that reports its namespaces (--info-fd, --json-status-fd) reads the network namespace in
-// set-up's first step: the clone makes it there, as before, and the report names the one the
-// command runs in.
-TEST(NetnsBesideSetup, NamespacesReport)
+// A run that reports its namespaces (--info-fd, --json-status-fd): the report names the network
+// namespace the command runs in.
+TEST(SandboxNetns, NamespacesReport)
 {
     Result r = cocoon(args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--info-fd", "1"},
                             {"sh", "-c", "stat -L -c '\"net-namespace\": %i' /proc/self/ns/net"}}));

@@ -171,8 +171,8 @@ TEST(ExitCode, CommandStatusWithPidNamespace)
 }  // namespace cocoon::test
 
 // cocoon keeps its set-up chain on one CPU for speed, and sends the first process to another
-// where the monitor works beside it (a network namespace's helper with --unshare-net); the
-// command and PID 1 must get the caller's CPU affinity back.
+// where the monitor works beside it (the sandbox's cgroup looked up and made); the command and
+// PID 1 must get the caller's CPU affinity back.
 TEST(Scheduling, CommandKeepsTheCallersCpuAffinity)
 {
     using namespace cocoon::test;
