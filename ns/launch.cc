@@ -118,14 +118,14 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
-// The work the monitor does while the first process sets up on another CPU: the sandbox's cgroup
+// The work the monitor does on another CPU while the first process sets up: the sandbox's cgroup
 // looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel), its leaf sent to the
 // first process (no fd: the caller may make no cgroup here).
 SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx, const sys::Cloned& first,
                                 int cgroup_channel, bool report, bool worker)
 {
     try {
-        ctx.pin.send_aside(first.pid);
+        ctx.pin.step_aside();
         SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
         const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
         const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};

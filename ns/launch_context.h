@@ -20,10 +20,10 @@ namespace cocoon::ns {
 // a time, so it is kept on the CPU cocoon started on: each hand-off is then a
 // local context switch rather than the wake-up of an idle CPU, which is slow
 // on virtual machines. The one exception: where the monitor has work of its
-// own while set-up runs, the first process is sent to another CPU
-// (send_aside). Every process gets the caller's affinity back before it does
-// real work: the monitor with release(), the sandbox's processes (forked with
-// the pin) with restore().
+// own while set-up runs, the monitor steps aside to another CPU (step_aside)
+// and the first process sets up on this one. Every process gets the caller's
+// affinity back before it does real work: the monitor with release(), the
+// sandbox's processes (forked with the pin) with restore().
 class CpuPin {
 public:
     CpuPin()
@@ -47,12 +47,13 @@ public:
         if (m_caller)
             ::sched_setaffinity(pid, sizeof *m_caller, &*m_caller);
     }
-    // The first process, just cloned here with the pin (and, but for a preemption, not yet run),
-    // sent to another of the caller's CPUs, if there is one, where it sets up alone while the monitor works beside it
-    // on this one (ns/launch.cc, work_beside_setup). Moving a process that has not run is a change of run queue; the
-    // monitor moving itself away instead went through the CPU's stopper and held the first process back 60-90 us, and
-    // moving back later preempted it.
-    void send_aside(pid_t pid) const
+    // This process (the monitor, which has just cloned the first process here with the pin)
+    // moves to the caller's other CPUs, if there are any, to work there beside set-up
+    // (ns/launch.cc, work_beside_setup); the first process runs here, where cocoon's pages are
+    // warm, as soon as the monitor has left. release() then gives the monitor all of the
+    // caller's CPUs, which keeps it where it is. Sending the first process to the other CPU
+    // instead made set-up 0.1-0.14 ms slower (ARCHITECTURE.md, "Start-up").
+    void step_aside() const
     {
         const int cpu = ::sched_getcpu();
         if (!m_caller || cpu < 0)
@@ -60,7 +61,7 @@ public:
         cpu_set_t others = *m_caller;
         CPU_CLR(cpu, &others);
         if (CPU_COUNT(&others) > 0)
-            ::sched_setaffinity(pid, sizeof others, &others);
+            ::sched_setaffinity(0, sizeof others, &others);
     }
     void release()
     {
