@@ -118,14 +118,13 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
-// The work the monitor does on another CPU while the first process sets up: the sandbox's cgroup
-// looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel), its leaf sent to the
-// first process (no fd: the caller may make no cgroup here).
+// The work the monitor does on another CPU (CpuPin::step_aside) while the first process sets up:
+// the sandbox's cgroup looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel),
+// its leaf sent to the first process (no fd: the caller may make no cgroup here).
 SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx, const sys::Cloned& first,
                                 int cgroup_channel, bool report, bool worker)
 {
     try {
-        ctx.pin.step_aside();
         SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
         const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
         const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};
@@ -222,6 +221,8 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     };
     sys::Cloned first = start_first_process(plan, ctx, fds.sandbox, {sock.get(), child_sock.get(), first_cgroup},
                                             report, in_helper, [&] { cgroup.close_in_child(); });
+    // The first process sets up on this CPU; what the monitor does meanwhile runs on another.
+    ctx.pin.step_aside();
     child_sock.reset();
     child_cgroup_channel.reset();
     if (plan.host_user)

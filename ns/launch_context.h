@@ -19,11 +19,12 @@ namespace cocoon::ns {
 // Start-up speed: the setup chain (monitor -> PID 1 -> PID 2) runs one step at
 // a time, so it is kept on the CPU cocoon started on: each hand-off is then a
 // local context switch rather than the wake-up of an idle CPU, which is slow
-// on virtual machines. The one exception: where the monitor has work of its
-// own while set-up runs, the monitor steps aside to another CPU (step_aside)
-// and the first process sets up on this one. Every process gets the caller's
-// affinity back before it does real work: the monitor with release(), the
-// sandbox's processes (forked with the pin) with restore().
+// on virtual machines. The one exception: once it has cloned the first
+// process, the monitor steps aside to another CPU (step_aside), and its own
+// work (the cgroup, its event loop's set-up) runs there while the first
+// process sets up on this one. Every process gets the caller's affinity back
+// before it does real work: the monitor with release(), the sandbox's
+// processes (forked with the pin) with restore().
 class CpuPin {
 public:
     CpuPin()
@@ -48,11 +49,12 @@ public:
             ::sched_setaffinity(pid, sizeof *m_caller, &*m_caller);
     }
     // This process (the monitor, which has just cloned the first process here with the pin)
-    // moves to the caller's other CPUs, if there are any, to work there beside set-up
-    // (ns/launch.cc, work_beside_setup); the first process runs here, where cocoon's pages are
-    // warm, as soon as the monitor has left. release() then gives the monitor all of the
-    // caller's CPUs, which keeps it where it is. Sending the first process to the other CPU
-    // instead made set-up 0.1-0.14 ms slower (ARCHITECTURE.md, "Start-up").
+    // moves to the caller's other CPUs, if there are any, to work there beside set-up; the
+    // first process runs here, where cocoon's pages are warm, as soon as the monitor has left.
+    // release() then gives the monitor all of the caller's CPUs, which keeps it where it is.
+    // Sending the first process to the other CPU instead made set-up 0.1-0.14 ms slower, and
+    // the monitor staying made the first process wait for its work (ARCHITECTURE.md,
+    // "Start-up").
     void step_aside() const
     {
         const int cpu = ::sched_getcpu();
