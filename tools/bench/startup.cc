@@ -16,9 +16,15 @@
 // dozen before it, which no start an orchestrator makes seconds apart does.
 // (NAME=VALUE words after a label are added to that command's environment, as env(1) would, but
 // without an exec of its own: tools/bench/features sets COCOON_BENCH_SKIP so.)
+// --copies K: each command's executable is copied K times (a directory of the driver's own under
+// /tmp, removed at its end) and round r runs copy r % K. On this project's VM two copies of one
+// binary start up to 0.25 ms apart, every round alike (where the page cache put each one's pages,
+// which the hypervisor's shadow page tables then follow): one copy per label would credit that
+// to the label. A setuid executable loses its bit in a copy: give such a command --copies 1.
 // Runs in: dev.
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <string>
@@ -44,6 +51,7 @@ constexpr std::string_view kSeparator = ":::";
 struct Command {
     std::string label;
     std::string path;  // resolved once, so PATH search is not timed
+    std::vector<std::string> copies;  // --copies: the executable's copies, run in turn
     std::vector<std::string> argv;  // argv[0] as given
     std::vector<std::string> env;  // the NAME=VALUE words given before it
     std::vector<double> samples_ms;
@@ -54,6 +62,7 @@ struct Options {
     int runs = 300;
     int warmup = 20;
     int gap_ms = 0;
+    int copies = 1;
     std::vector<Command> commands;
 };
 
@@ -70,7 +79,8 @@ struct Options {
 
 [[noreturn]] void usage()
 {
-    die("usage: startup_bench [--runs N] [--warmup W] [--gap-ms G] -- LABEL cmd args... [::: LABEL cmd args...]...");
+    die("usage: startup_bench [--runs N] [--warmup W] [--gap-ms G] [--copies K] -- LABEL cmd args... "
+        "[::: LABEL cmd args...]...");
 }
 
 int parse_count(std::string_view flag, const char* text, int min)
@@ -116,9 +126,9 @@ Options parse_args(int argc, char** argv)
             ++i;
             break;
         }
-        if ((a == "--runs" || a == "--warmup" || a == "--gap-ms") && i + 1 < argc) {
-            int& slot = a == "--runs" ? o.runs : a == "--warmup" ? o.warmup : o.gap_ms;
-            slot = parse_count(a, argv[++i], a == "--runs" ? 1 : 0);
+        if ((a == "--runs" || a == "--warmup" || a == "--gap-ms" || a == "--copies") && i + 1 < argc) {
+            int& slot = a == "--runs" ? o.runs : a == "--warmup" ? o.warmup : a == "--gap-ms" ? o.gap_ms : o.copies;
+            slot = parse_count(a, argv[++i], a == "--runs" || a == "--copies" ? 1 : 0);
         } else {
             usage();
         }
@@ -184,7 +194,8 @@ struct Sample {
 
 // One timed run: from just before fork to just after waitpid. Any failure is fatal,
 // since a fast failing sandbox would otherwise look like a fast sandbox.
-Sample run_once(const Command& c, const std::vector<char*>& argv, char* const* envp, int devnull)
+Sample run_once(const Command& c, const std::string& path, const std::vector<char*>& argv, char* const* envp,
+                int devnull)
 {
     double start = now_ms();
     pid_t pid = ::fork();
@@ -194,7 +205,7 @@ Sample run_once(const Command& c, const std::vector<char*>& argv, char* const* e
         // Child: only async-signal-safe calls until execv.
         if (::dup2(devnull, STDOUT_FILENO) < 0 || ::dup2(devnull, STDERR_FILENO) < 0)
             ::_exit(126);
-        ::execve(c.path.c_str(), argv.data(), envp);
+        ::execve(path.c_str(), argv.data(), envp);
         ::_exit(127);
     }
     int status = 0;
@@ -228,7 +239,7 @@ const Command* find_label(const std::vector<Command>& commands, std::string_view
     return nullptr;
 }
 
-void report(std::vector<Command>& commands, int runs, int warmup, int gap_ms)
+void report(std::vector<Command>& commands, int runs, int warmup, int gap_ms, int copies)
 {
     size_t width = 0;
     for (const Command& c : commands)
@@ -245,9 +256,10 @@ void report(std::vector<Command>& commands, int runs, int warmup, int gap_ms)
         paired[i] = percentile(diffs, 0.5);
     }
     std::vector<double> medians, cpu_medians;
-    std::printf("# runs=%d warmup=%d gap_ms=%d order=shuffled unit=ms (fork..waitpid; cpu = user+sys of the whole "
-                "tree)\n",
-                runs, warmup, gap_ms);
+    std::printf(
+        "# runs=%d warmup=%d gap_ms=%d copies=%d order=shuffled unit=ms (fork..waitpid; cpu = user+sys of the whole "
+        "tree)\n",
+        runs, warmup, gap_ms, copies);
     for (Command& c : commands) {
         std::sort(c.samples_ms.begin(), c.samples_ms.end());
         std::sort(c.cpu_ms.begin(), c.cpu_ms.end());
@@ -285,11 +297,49 @@ void report(std::vector<Command>& commands, int runs, int warmup, int gap_ms)
     }
 }
 
+std::string copies_dir;
+
+void remove_copies()
+{
+    if (!copies_dir.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(copies_dir, ignored);
+    }
+}
+
+// --copies: K copies of each command's executable in a directory of our own, readable and
+// runnable by all (a driver run as root may hand them to no one, but the mode costs nothing).
+void make_copies(std::vector<Command>& commands, int copies)
+{
+    if (copies == 1) {
+        for (Command& c : commands)
+            c.copies = {c.path};
+        return;
+    }
+    std::string dir = "/tmp/startup-bench.XXXXXX";
+    if (!::mkdtemp(dir.data()))
+        die_errno("mkdtemp(" + dir + ")", errno);
+    copies_dir = dir;
+    std::atexit(remove_copies);
+    if (::chmod(dir.c_str(), 0755) != 0)
+        die_errno("chmod(" + dir + ")", errno);
+    for (size_t i = 0; i < commands.size(); ++i)
+        for (int k = 0; k < copies; ++k) {
+            std::string to = dir + "/" + std::to_string(i) + "-" + std::to_string(k);
+            std::error_code ec;
+            std::filesystem::copy_file(commands[i].path, to, ec);
+            if (ec || ::chmod(to.c_str(), 0755) != 0)
+                die("copying " + commands[i].path + " to " + to + ": " + (ec ? ec.message() : std::strerror(errno)));
+            commands[i].copies.push_back(to);
+        }
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
     Options o = parse_args(argc, argv);
+    make_copies(o.commands, o.copies);
 
     int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devnull < 0)
@@ -324,7 +374,8 @@ int main(int argc, char** argv)
                 const timespec gap{o.gap_ms / 1000, static_cast<long>(o.gap_ms % 1000) * 1000000};
                 ::nanosleep(&gap, nullptr);
             }
-            Sample sample = run_once(o.commands[i], argvs[i], envps[i].data(), devnull);
+            const Command& c = o.commands[i];
+            Sample sample = run_once(c, c.copies[size_t(r) % c.copies.size()], argvs[i], envps[i].data(), devnull);
             if (r >= o.warmup) {
                 o.commands[i].samples_ms.push_back(sample.wall_ms);
                 o.commands[i].cpu_ms.push_back(sample.cpu_ms);
@@ -332,7 +383,7 @@ int main(int argc, char** argv)
         }
     }
 
-    report(o.commands, o.runs, o.warmup, o.gap_ms);
+    report(o.commands, o.runs, o.warmup, o.gap_ms, o.copies);
     std::fflush(stdout);
     return 0;
 }
