@@ -121,8 +121,8 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
 // The work the monitor does on another CPU (CpuPin::step_aside) while the first process sets up:
 // the sandbox's cgroup looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel),
 // its leaf sent to the first process (no fd: the caller may make no cgroup here).
-SandboxCgroup work_beside_setup(const LaunchPlan& plan, const LaunchContext& ctx, const sys::Cloned& first,
-                                int cgroup_channel, bool report, bool worker)
+SandboxCgroup work_beside_setup(const LaunchPlan& plan, const sys::Cloned& first, int cgroup_channel, bool report,
+                                bool worker)
 {
     try {
         SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
@@ -228,7 +228,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     if (plan.host_user)
         write_host_user_maps(plan, first, sock.get());
     if (cgroup_channel) {
-        cgroup = work_beside_setup(plan, ctx, first, cgroup_channel.get(), json_status, worker);
+        cgroup = work_beside_setup(plan, first, cgroup_channel.get(), json_status, worker);
         cgroup_channel.reset();
     }
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
