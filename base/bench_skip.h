@@ -1,13 +1,14 @@
-// Start-up features a benchmark build can leave out, one at a time, to measure what each costs
-// (tools/bench/features, docs/benchmarks.md). Only a build configured with
-// -DCOCOON_BENCH_SKIPS=ON reads COCOON_BENCH_SKIP (a feature's name); in every other build, the
-// one that ships among them, skips() is a constant false and the compiler drops the test.
+// Start-up features a benchmark build can leave out, to measure what each costs, and what all of
+// them cost together (tools/bench/features, docs/benchmarks.md). Only a build configured with
+// -DCOCOON_BENCH_SKIPS=ON reads COCOON_BENCH_SKIP (features' names, comma-separated); in every
+// other build, the one that ships among them, skips() is a constant false and the compiler
+// drops the test.
 // Runs in: caller, setup: asked before the clone and in set-up (a copy of the caller's memory).
 #pragma once
 
 #ifdef COCOON_BENCH_SKIPS
 #include <cstdlib>
-#include <cstring>
+#include <string_view>
 #endif
 
 namespace cocoon::bench {
@@ -25,7 +26,13 @@ inline bool skips(Skip s)
 {
     static const char* const kNames[] = {"cgroup", "tmpfs-fit", "dev-shm", "terminal", "proc-covers"};
     const char* asked = std::getenv("COCOON_BENCH_SKIP");
-    return asked && std::strcmp(asked, kNames[static_cast<int>(s)]) == 0;
+    for (std::string_view rest = asked ? asked : ""; !rest.empty();) {
+        const size_t comma = rest.find(',');
+        if (rest.substr(0, comma) == kNames[static_cast<int>(s)])
+            return true;
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    return false;
 }
 #else
 constexpr bool skips(Skip)
