@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #ifndef MADV_POPULATE_READ
@@ -14,8 +15,10 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-extern "C" const char __ehdr_start[];  // the linker's: the first byte of the image
-extern "C" char __data_start[];  // glibc's: the first byte of .data
+// NOLINTNEXTLINE(bugprone-reserved-identifier): the linker's name: the first byte of the image
+extern "C" const char __ehdr_start[];
+// NOLINTNEXTLINE(bugprone-reserved-identifier): glibc's name: the first byte of .data
+extern "C" char __data_start[];
 extern "C" char _end[];  // the linker's: the end of .bss
 
 // Last in tools/order/startup.order, so the linker puts it after the start-up code.
@@ -41,30 +44,42 @@ namespace cocoon::base {
 void prefault_start_code() noexcept {}
 void prefault_image() noexcept {}
 #else
+constexpr std::uintptr_t kPage = 4096;
+
+// The page p is in, and the first page boundary at or after p (pointer arithmetic: no integer
+// becomes a pointer).
+template <typename T> T* page_of(T* p)
+{
+    return p - (reinterpret_cast<std::uintptr_t>(p) & (kPage - 1));
+}
+template <typename T> T* page_end(T* p)
+{
+    const std::uintptr_t in = reinterpret_cast<std::uintptr_t>(p) & (kPage - 1);
+    return in ? p + (kPage - in) : p;
+}
+
 void prefault_start_code() noexcept
 {
-    constexpr std::uintptr_t kPage = 4096;
-    const auto begin = reinterpret_cast<std::uintptr_t>(__ehdr_start) & ~(kPage - 1);
-    const auto end = reinterpret_cast<std::uintptr_t>(&cocoon_hot_text_end);
+    const char* begin = page_of(__ehdr_start);
+    const auto* end = reinterpret_cast<const char*>(&cocoon_hot_text_end);
     // Unordered, the marker can sit anywhere in a text of megabytes: then mapping up to it
     // would cost more than the faults it saves.
-    constexpr std::uintptr_t kMost = std::uintptr_t{4} << 20;
+    constexpr std::ptrdiff_t kMost = std::ptrdiff_t{4} << 20;
     if (end <= begin || end - begin > kMost)
         return;
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+    ::madvise(const_cast<char*>(begin), static_cast<size_t>(end - begin), MADV_POPULATE_READ);
 }
 
 void prefault_image() noexcept
 {
     prefault_start_code();
-    constexpr std::uintptr_t kPage = 4096;
-    const auto begin = reinterpret_cast<std::uintptr_t>(__data_start) & ~(kPage - 1);
-    const auto end = (reinterpret_cast<std::uintptr_t>(_end) + kPage - 1) & ~(kPage - 1);
-    if (end > begin && end - begin < (std::uintptr_t{1} << 20))
-        ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+    char* begin = page_of(__data_start);
+    char* end = page_end(_end);
+    if (end > begin && end - begin < (std::ptrdiff_t{1} << 20))
+        ::madvise(begin, static_cast<size_t>(end - begin), MADV_POPULATE_WRITE);
     char here;
-    const auto sp = reinterpret_cast<std::uintptr_t>(&here) & ~(kPage - 1);
-    ::madvise(reinterpret_cast<void*>(sp - 8 * kPage), 8 * kPage, MADV_POPULATE_WRITE);
+    char* top = page_of(&here);
+    ::madvise(top - 8 * kPage, 8 * kPage, MADV_POPULATE_WRITE);
 }
 
 #endif
