@@ -307,8 +307,8 @@ void remove_copies()
     }
 }
 
-// --copies: K copies of each command's executable in a directory of our own, readable and
-// runnable by all (a driver run as root may hand them to no one, but the mode costs nothing).
+// --copies: K copies of each command's executable in a directory of our own (mode 0755, as the
+// copies: the driver runs them as whoever runs it).
 void make_copies(std::vector<Command>& commands, int copies)
 {
     if (copies == 1) {
