@@ -163,13 +163,20 @@ cocoon_build_release() {
     COCOON_BUILD=$dir cocoon_build -DCMAKE_BUILD_TYPE=Release "$@"
 }
 
-# Builds the libFuzzer targets with clang (tests/fuzz) and runs each for ${COCOON_FUZZ_SECONDS:-45}
-# s on a copy of its seed corpus, two at a time; a crash, a sanitizer report or a timeout fails.
-cocoon_fuzz() {
-  local dir=${COCOON_BUILD}-fuzz failed=0 t pair
+# Builds the libFuzzer targets with clang (tests/fuzz) into ${COCOON_BUILD}-fuzz.
+cocoon_fuzz_build() {
+  local dir=${COCOON_BUILD}-fuzz
   CC=clang CXX=clang++ cmake -S "$COCOON_ROOT" -B "$dir" -G Ninja -DCOCOON_FUZZ=ON >/dev/null
   cmake --build "$dir" --target cocoon_fuzz_cli_plan cocoon_fuzz_channel cocoon_fuzz_egress_request \
     cocoon_fuzz_dns_query -- --quiet
+}
+
+# Builds the libFuzzer targets (again: nothing to do where cocoon_fuzz_build ran) and runs each for
+# ${COCOON_FUZZ_SECONDS:-45} s on a copy of its seed corpus, two at a time; a crash, a sanitizer
+# report or a timeout fails.
+cocoon_fuzz() {
+  local dir=${COCOON_BUILD}-fuzz failed=0 t pair
+  cocoon_fuzz_build
   # Two at a time, one a CPU (CI's machine has two): four targets take 90 s of CI's budget, not 180.
   for pair in "cli_plan channel" "egress_request dns_query"; do
     local pids=()

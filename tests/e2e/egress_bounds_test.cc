@@ -95,7 +95,7 @@ TEST_F(EgressBounds, ARefusedRequestFloodStaysSmall)
                 static_cast<unsigned long long>(peak_kb), static_cast<unsigned long long>(worker_peak_kb));
     EXPECT_GT(peak_kb, 0U);
     EXPECT_GT(worker_peak_kb, 0U);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(COCOON_SANITIZED)
     // ASan's shadow memory and quarantine hold every freed byte for a while (370 MiB measured in
     // CI): the bound is for the build users run; this build checks the rest of the test.
     EXPECT_LT(peak_kb, 1024U * 1024) << "monitor peak RSS";
