@@ -1,6 +1,6 @@
-// Start-up speed: the image's pages mapped in one call each (base/prefault.h).
-// Runs in: caller, setup, pid1, worker: every image of cocoon calls it before main (the caller, a
-//  fresh PID 1, the worker), and the first process again after its clone.
+// Start-up speed: the image's writable pages made present in one call (base/prefault.h).
+// Runs in: caller, pid1, worker: every image of cocoon calls it before main (the caller, a fresh
+//  PID 1, the worker).
 #include "base/prefault.h"
 
 #include <sys/mman.h>
@@ -8,24 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 
-// NOLINTNEXTLINE(bugprone-reserved-identifier): the linker's name: the first byte of the image
-extern "C" const char __ehdr_start[];
 // NOLINTNEXTLINE(bugprone-reserved-identifier): glibc's name: the first byte of .data
 extern "C" char __data_start[];
 extern "C" char _end[];  // the linker's: the end of .bss
-
-// Last in tools/order/startup.order, so the linker puts it after the start-up code.
-extern "C" __attribute__((noinline, used)) void cocoon_hot_text_end()
-{
-    asm volatile("");
-}
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -38,10 +27,9 @@ extern "C" __attribute__((noinline, used)) void cocoon_hot_text_end()
 
 namespace cocoon::base {
 
-// Not under the sanitizers: their runtime may not be ready before main, and their builds are
-// neither static nor ordered.
+// Not under the sanitizers: their runtime may not be ready before main, and their builds are not
+// static.
 #ifdef COCOON_PREFAULT_OFF
-void prefault_start_code() noexcept {}
 void prefault_image() noexcept {}
 #else
 constexpr std::uintptr_t kPage = 4096;
@@ -58,21 +46,8 @@ template <typename T> T* page_end(T* p)
     return in ? p + (kPage - in) : p;
 }
 
-void prefault_start_code() noexcept
-{
-    const char* begin = page_of(__ehdr_start);
-    const auto* end = reinterpret_cast<const char*>(&cocoon_hot_text_end);
-    // Unordered, the marker can sit anywhere in a text of megabytes: then mapping up to it
-    // would cost more than the faults it saves.
-    constexpr std::ptrdiff_t kMost = std::ptrdiff_t{4} << 20;
-    if (end <= begin || end - begin > kMost)
-        return;
-    ::madvise(const_cast<char*>(begin), static_cast<size_t>(end - begin), MADV_POPULATE_READ);
-}
-
 void prefault_image() noexcept
 {
-    prefault_start_code();
     char* begin = page_of(__data_start);
     char* end = page_end(_end);
     if (end > begin && end - begin < (std::ptrdiff_t{1} << 20))

@@ -22,7 +22,6 @@
 #include <variant>
 
 #include "base/bench_skip.h"
-#include "base/prefault.h"
 #include "base/sys.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
@@ -96,7 +95,6 @@ sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx
     }
     sys::Cloned first = clone_first_process(plan.clone_flags, fds.cgroup, sandbox);
     if (first.pid == 0) {
-        base::prefault_start_code();
         in_helper();
         close_cgroup();
         child_main(plan, ctx, std::move(sandbox), report, fds.child_sock);
