@@ -7,29 +7,53 @@
  * cheapest calls there are, and nothing else: no checks, no capability drop, no option parsing,
  * no seccomp, no report (bwrap and cocoon do all of them). A lower bound, then: what any program
  * that builds bwrap's sandbox pays on this machine.
- * usage: floor_dev a|b CMD [ARGS...]   (as root or unprivileged; a: --ro-bind / /, b: scenario b's
- * --ro-bind /usr /usr, three links and a --tmpfs /tmp)
+ * usage: floor_dev a|b|cocoon-a|cocoon-b CMD [ARGS...]   (as root or unprivileged; a: --ro-bind / /,
+ * b: scenario b's --ro-bind /usr /usr, three links and a --tmpfs /tmp)
+ *
+ * cocoon-a, cocoon-b: the same sandbox with what cocoon gives every sandbox beside it, which
+ * issue 35 forbids trading for speed: the default seccomp policy (the very program cocoon loads,
+ * given at build time as COCOON_POLICY, a C copy of the build's ns/seccomp_default.inc), no
+ * capability left to the command (bounding set, capset, ambient), /proc's keys, key-users, sys and
+ * sysrq-trigger covered too, /dev/shm a tmpfs of its own (64 MiB), the root's and /dev's tmpfs
+ * bounded to what they hold (1 MiB and 256 inodes more), and, where the caller may write its
+ * cgroup v2 (root here), the sandbox's own cgroup with the command in a leaf below it as the root
+ * of its cgroup namespace, removed at the end (FLOOR_CGROUP2 names the cgroup2 mount); else the
+ * look for one. Still the cheapest calls and no checks: a lower bound for cocoon's own sandbox.
  * A yardstick for tools/bench/startup, not part of cocoon: built there with gcc -O2 -static. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef COCOON_POLICY
+#include COCOON_POLICY
+#endif
+
 static char stack[1 << 16];
 static char** command;
 static int scenario_b;
+static int kept; /* cocoon-a, cocoon-b: cocoon's own properties too */
 static uid_t uid;
 static gid_t gid;
+static int cgroup_dir = -1, cgroup_leaf = -1; /* the sandbox's own cgroup and its command leaf */
+static char cgroup_path[600];
 
 /* Any failure ends the child with a status naming the step: a yardstick that quietly did less
  * would read faster than it is. */
@@ -70,8 +94,32 @@ static void cover_proc(const char* name)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/r/proc/%s", name);
-    must(mount(path, path, NULL, MS_BIND, NULL) == 0, 79);
+    int bound = mount(path, path, NULL, MS_BIND, NULL);
+    if (bound < 0 && errno == ENOENT)
+        return; /* not in this kernel (sysrq-trigger without CONFIG_MAGIC_SYSRQ), as cocoon skips it */
+    must(bound == 0, 79);
     set_attr(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
+/* /proc/NAME covered by the host's /dev/null, read-only (cocoon's keys and key-users). */
+static void cover_with_null(const char* name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/r/proc/%s", name);
+    must(mount("/dev/null", path, NULL, MS_BIND, NULL) == 0, 70);
+    set_attr(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+}
+
+/* A tmpfs bounded to what it holds now and 1 MiB and 256 inodes more (one statfs, one remount). */
+static void fit(const char* path)
+{
+    struct statfs st;
+    char data[96];
+    must(statfs(path, &st) == 0, 71);
+    snprintf(data, sizeof data, "size=%llu,nr_inodes=%llu",
+             (unsigned long long)(st.f_blocks - st.f_bfree) * st.f_bsize + (1 << 20),
+             (unsigned long long)(st.f_files - st.f_ffree) + 256);
+    must(mount(NULL, path, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, data) == 0, 72);
 }
 
 static void make_dev(void)
@@ -87,7 +135,11 @@ static void make_dev(void)
         bind_node(nodes[i]);
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
         must(symlink(links[i][0], links[i][1]) == 0, 84);
-    must(mkdir("/tmp/r/dev/shm", 01777) == 0 && mkdir("/tmp/r/dev/pts", 0755) == 0, 85);
+    must(mkdir("/tmp/r/dev/shm", kept ? 0755 : 01777) == 0 && mkdir("/tmp/r/dev/pts", 0755) == 0, 85);
+    if (kept)
+        must(mount("tmpfs", "/tmp/r/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+                   "mode=0755,size=67108864,nr_inodes=16384") == 0,
+             73);
     must(mount("devpts", "/tmp/r/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
                "newinstance,ptmxmode=0666,mode=620") == 0,
          86);
@@ -114,6 +166,41 @@ static void make_root(void)
     }
 }
 
+/* clone3 called as vfork is: the caller's return address is held in rdx across the call (the
+ * kernel keeps it, and copies it to the child), not on the stack the child returns on first and
+ * then overwrites; each puts it back before its own return. x86_64, without a shadow stack. */
+long vfork_clone3(struct clone_args* args, size_t size);
+__asm__(".text\n"
+        ".globl vfork_clone3\n"
+        ".type vfork_clone3, @function\n"
+        "vfork_clone3:\n"
+        "    popq %rdx\n"
+        "    movl $435, %eax\n"
+        "    syscall\n"
+        "    pushq %rdx\n"
+        "    ret\n");
+
+/* PID 2 before its exec (cocoon-a, cocoon-b): its cgroup namespace rooted at its leaf, every
+ * capability gone, then no_new_privs and the default seccomp policy. */
+static void drop_everything(void)
+{
+    if (cgroup_leaf >= 0)
+        must(unshare(CLONE_NEWCGROUP) == 0, 60);
+    for (int cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0; cap++) {
+    }
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2] = {{0}};
+    must(syscall(SYS_capset, &header, data) == 0, 61);
+    must(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0, 62);
+    must(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, 63);
+#ifdef COCOON_POLICY
+    struct sock_fprog prog = {sizeof kDefaultPolicy / sizeof kDefaultPolicy[0], (struct sock_filter*)kDefaultPolicy};
+    must(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0, 64);
+#else
+#error "cocoon-a and cocoon-b need COCOON_POLICY"
+#endif
+}
+
 static int child(void* arg)
 {
     (void)arg;
@@ -134,37 +221,101 @@ static int child(void* arg)
     /* The new root, on /tmp of the new mount namespace. */
     must(mount("tmpfs", "/tmp", "tmpfs", 0, NULL) == 0 && mkdir("/tmp/r", 0755) == 0, 96);
     must(mount("tmpfs", "/tmp/r", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") == 0, 97);
+    /* Scenario a's root tmpfs is covered by the bind of / next, empty for good: bounded now. */
+    if (kept && !scenario_b)
+        fit("/tmp/r");
     make_root();
     must(mount("proc", "/tmp/r/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0, 98);
     cover_proc("irq");
     cover_proc("bus");
+    if (kept) {
+        cover_with_null("keys");
+        cover_with_null("key-users");
+        cover_proc("sys");
+        cover_proc("sysrq-trigger");
+    }
     make_dev();
+    if (kept) {
+        fit("/tmp/r/dev");
+        if (scenario_b)
+            fit("/tmp/r");
+    }
     must(chdir("/tmp/r") == 0 && syscall(SYS_pivot_root, ".", ".") == 0 && umount2(".", MNT_DETACH) == 0 &&
              chdir("/") == 0,
          99);
-    pid_t pid = vfork();
+    /* cocoon-a, cocoon-b: a vfork into the command's leaf, where there is one. */
+    struct clone_args args = {.flags = CLONE_VM | CLONE_VFORK, .exit_signal = SIGCHLD};
+    if (cgroup_leaf >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = (unsigned long long)cgroup_leaf;
+    }
+    pid_t pid = kept ? (pid_t)vfork_clone3(&args, sizeof args) : vfork();
     if (pid == 0) {
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (kept)
+            drop_everything();
+        else
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         execvp(command[0], command);
         _exit(127);
     }
+    must(pid > 0, 75);
     int status;
     waitpid(pid, &status, 0);
+    if (kept)
+        kill(-1, SIGKILL); /* what the command left (PID 1's end, as cocoon's) */
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* cocoon-a, cocoon-b: the caller's cgroup v2 (/proc/self/cgroup's "0::" line, under the mount
+ * FLOOR_CGROUP2 names); where the caller may write it, a cgroup of the sandbox's own there, with at
+ * most 64 descendants, and the command's leaf below it. Left in cgroup_path for its removal. */
+static void make_cgroup(void)
+{
+    const char* mount = getenv("FLOOR_CGROUP2");
+    char text[512], dir[520];
+    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+    close(fd);
+    if (!mount || n <= 0)
+        return;
+    text[n] = 0;
+    char* own = strstr(text, "0::");
+    if (!own)
+        return;
+    own += 3;
+    own[strcspn(own, "\n")] = 0;
+    snprintf(dir, sizeof dir, "%s%s", mount, own);
+    if (access(dir, W_OK) != 0)
+        return;
+    snprintf(cgroup_path, sizeof cgroup_path, "%s/floor-%d", dir, getpid());
+    must(mkdir(cgroup_path, 0755) == 0, 65);
+    cgroup_dir = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    must(cgroup_dir >= 0 && mkdirat(cgroup_dir, "command", 0755) == 0, 66);
+    int max = openat(cgroup_dir, "cgroup.max.descendants", O_WRONLY | O_CLOEXEC);
+    must(max >= 0 && write(max, "64", 2) == 2, 67);
+    close(max);
+    cgroup_leaf = openat(cgroup_dir, "command", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    must(cgroup_leaf >= 0, 68);
 }
 
 int main(int argc, char** argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "a") != 0 && strcmp(argv[1], "b") != 0)) {
-        fprintf(stderr, "usage: floor_dev a|b CMD [ARGS...]\n");
+    const char* mode = argc < 3 ? "" : argv[1];
+    kept = strncmp(mode, "cocoon-", 7) == 0;
+    if (kept)
+        mode += 7;
+    if (strcmp(mode, "a") != 0 && strcmp(mode, "b") != 0) {
+        fprintf(stderr, "usage: floor_dev a|b|cocoon-a|cocoon-b CMD [ARGS...]\n");
         return 2;
     }
-    scenario_b = argv[1][0] == 'b';
+    scenario_b = mode[0] == 'b';
     command = argv + 2;
     uid = getuid();
     gid = getgid();
     int flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                 CLONE_NEWCGROUP | SIGCHLD;
+    if (kept)
+        make_cgroup();
     pid_t pid = clone(child, stack + sizeof stack, flags, NULL);
     if (pid < 0) {
         perror("floor_dev: clone");
@@ -172,5 +323,11 @@ int main(int argc, char** argv)
     }
     int status;
     waitpid(pid, &status, 0);
+    if (cgroup_dir >= 0) {
+        /* The leaf empties as its last process is reaped; removal waits for that. */
+        while (unlinkat(cgroup_dir, "command", AT_REMOVEDIR) < 0 && errno == EBUSY) {
+        }
+        rmdir(cgroup_path);
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
