@@ -98,14 +98,6 @@ std::string quoted(const std::string& word)
     return out + "'";
 }
 
-std::string joined(const std::vector<std::string>& words)
-{
-    std::string out;
-    for (const std::string& word : words)
-        out += (out.empty() ? "" : " ") + word;
-    return out;
-}
-
 // The sh line that starts cocoon --agent with the fake CLI as the caller would: from the worktree,
 // with the egress log on fd 3, fd 7 left open, a variable of its own and HOME the given home; the
 // local server (`port`) and its address allowed, and a hosts file without localhost over
@@ -135,7 +127,7 @@ std::string agent_line(const Cli& cli, const std::string& home, const std::strin
                                    port,
                                    login,
                                    cli.first_login ? "first" : "",
-                                   joined(cli.hosts)});
+                                   spaced(cli.hosts)});
     command.insert(command.end(), cli.variables.begin(), cli.variables.end());
     std::string line = "cd " + quoted(wt) + " && exec 3>" + quoted(logs + "/egress.log") + " 7<" +
                        quoted(logs + "/fd7") + " && exec env -u XDG_CONFIG_HOME HOME=" + quoted(home) +

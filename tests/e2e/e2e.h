@@ -3,6 +3,7 @@
 #pragma once
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,6 +86,34 @@ inline std::set<std::string> line_set(const std::string& text)
 inline bool contains(const std::string& haystack, const std::string& needle)
 {
     return haystack.find(needle) != std::string::npos;
+}
+
+// Where the login-file tests put the login file in the sandbox.
+constexpr const char* kLoginDest = "/home/agent/.cred";
+
+// Words joined by single spaces ("--unshare-all --cap-drop ALL"), for a message.
+inline std::string spaced(const std::vector<std::string>& words)
+{
+    std::string out;
+    for (const std::string& word : words)
+        out += (out.empty() ? "" : " ") + word;
+    return out;
+}
+
+// Items one to a line, each indented, for a message.
+inline std::string listed(const std::vector<std::string>& items)
+{
+    std::string out;
+    for (const std::string& item : items)
+        out += "\n  " + item;
+    return out;
+}
+
+// The inode that identifies the file (a namespace) open at fd, or "?".
+inline std::string inode_of(int fd)
+{
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 ? std::to_string(st.st_ino) : "?";
 }
 
 // An exit line of --json-status-fd without the resource report's members

@@ -40,7 +40,6 @@ inline const std::string kEgressPortText = std::to_string(kEgressPort);
 constexpr uint16_t kRelayPort = 3131;
 inline const std::string kRelayPortText = std::to_string(kRelayPort);
 constexpr const char* kClientEnv = "COCOON_E2E_EGRESS_CLIENT";
-constexpr const char* kShared = "/shared";
 
 inline bool wait_for(const std::string& path, int seconds = 20)
 {

@@ -6,6 +6,7 @@
 
 namespace cocoon::test {
 namespace {
+namespace egress_bounds_client {  // its own: the test binaries compile several files as one (COCOON_UNITY_TESTS)
 
 using namespace egress_bounds;
 
@@ -280,5 +281,6 @@ int run_client(const std::string& spec)
 
 [[maybe_unused]] const bool kEgressClient = helper_mode(kClientEnv, run_client);
 
+}  // namespace egress_bounds_client
 }  // namespace
 }  // namespace cocoon::test

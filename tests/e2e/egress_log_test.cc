@@ -33,7 +33,6 @@ using namespace relay_e2e;
 constexpr uint16_t kEgressPort = 3132;
 const std::string kEgressPortText = std::to_string(kEgressPort);
 constexpr const char* kClientEnv = "COCOON_E2E_EGRESS_LOG_CLIENT";
-constexpr const char* kShared = "/shared";
 
 // ---- The in-sandbox client ----------------------------------------------------------------------
 // Bound into a sandbox as /helper with COCOON_E2E_EGRESS_LOG_CLIENT="MODE ARGS...", this binary

@@ -45,7 +45,7 @@ std::vector<std::string> mounts_under(const std::string& dir)
     return out;
 }
 
-std::string probe()
+std::string escape_probe()
 {
     return sibling_binary("cocoon_escape_probe");
 }
@@ -63,7 +63,7 @@ class Escape : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        ASSERT_EQ(::access(probe().c_str(), X_OK), 0) << probe() << " is missing";
+        ASSERT_EQ(::access(escape_probe().c_str(), X_OK), 0) << escape_probe() << " is missing";
         // The sandbox's uid is the caller's, but the worktree must be writable whoever made it.
         ASSERT_EQ(::chmod(m_worktree.path().c_str(), 0777), 0);
     }
@@ -77,7 +77,7 @@ protected:
         return args({minimal_root(),
                      {"--unshare-all", "--unshare-user", "--die-with-parent", "--proc", "/proc", "--dev", "/dev",
                       "--tmpfs", "/tmp", "--fresh-home", "/home/agent", "--bind", m_worktree.path(), "/wt", "--ro-bind",
-                      probe(), "/probe"},
+                      escape_probe(), "/probe"},
                      drop_caps ? no_caps() : std::vector<std::string>{},
                      extra,
                      command});

@@ -74,7 +74,8 @@ TEST(FdHandover, CodexProxyFdsReachTheCommand)
 {
     UniqueFd four = pipe_holding("hello\n");
     Pipe six;
-    Result r = Background(codex_argv(cocoon_bin(), {}, kReadFd4), {{4, four.get()}, {6, six.read.get()}}).finish();
+    Result r =
+        BackgroundCommand(codex_argv(cocoon_bin(), {}, kReadFd4), {{4, four.get()}, {6, six.read.get()}}).finish();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "got hello\nfd6 " + pipe_name(six.read.get()) + "\n") << r.err;
 }
@@ -83,8 +84,8 @@ TEST(FdHandover, CloseFdsClosesThem)
 {
     UniqueFd four = pipe_holding("hello\n");
     Pipe six;
-    Result r = Background(codex_argv(cocoon_bin(), {"--close-fds"}, kReadFd4 + "; " + kListFds),
-                          {{4, four.get()}, {6, six.read.get()}})
+    Result r = BackgroundCommand(codex_argv(cocoon_bin(), {"--close-fds"}, kReadFd4 + "; " + kListFds),
+                                 {{4, four.get()}, {6, six.read.get()}})
                    .finish();
     EXPECT_EQ(r.code, 0) << r.err;
     // The read fails (fd 4 is closed), fd 6 is no link in /proc, and no fd above 2 is open.
@@ -98,9 +99,10 @@ void check_only_the_command_holds(const std::vector<std::string>& extra)
 {
     TempDir out;
     Pipe six;
-    Background b(cocoon_argv(args({extra, {"--bind", out.path(), "/out"}}),
-                             sh("exec 6>&-; touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
-                 {{6, six.write.get()}});
+    BackgroundCommand b(
+        minimal_cocoon_argv(args({extra, {"--bind", out.path(), "/out"}}),
+                            sh("exec 6>&-; touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
+        {{6, six.write.get()}});
     six.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); })) << b.finish().err;
     EXPECT_TRUE(eventually([&] { return hung_up(six.read.get()); })) << "fd 6 is held outside the command";
@@ -130,9 +132,9 @@ TEST(FdHandover, WithCloseFdsTheMonitorHoldsNoneEither)
 {
     TempDir out;
     Pipe six;
-    Background b(cocoon_argv({"--close-fds", "--unshare-pid", "--bind", out.path(), "/out"},
-                             sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
-                 {{6, six.write.get()}});
+    BackgroundCommand b(minimal_cocoon_argv({"--close-fds", "--unshare-pid", "--bind", out.path(), "/out"},
+                                            sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
+                        {{6, six.write.get()}});
     six.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); })) << b.finish().err;
     EXPECT_TRUE(hung_up(six.read.get())) << "fd 6 is held";
@@ -155,14 +157,14 @@ TEST(FdHandover, NothingElseCrosses)
     };
     for (const auto& extra : ways) {
         UniqueFd four = open_null(), six = open_null(), seven = open_null();
-        Result r =
-            Background(cocoon_argv(extra, sh(kListFds)), {{4, four.get()}, {6, six.get()}, {7, seven.get()}}, {7})
-                .finish();
+        Result r = BackgroundCommand(minimal_cocoon_argv(extra, sh(kListFds)),
+                                     {{4, four.get()}, {6, six.get()}, {7, seven.get()}}, {7})
+                       .finish();
         ASSERT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(lines(r.out), fd_lines({4, 6})) << testing::PrintToString(extra) << r.err;
-        Result closed =
-            Background(cocoon_argv(args({{"--close-fds"}, extra}), sh(kListFds)), {{4, four.get()}, {6, six.get()}})
-                .finish();
+        Result closed = BackgroundCommand(minimal_cocoon_argv(args({{"--close-fds"}, extra}), sh(kListFds)),
+                                          {{4, four.get()}, {6, six.get()}})
+                            .finish();
         ASSERT_EQ(closed.code, 0) << closed.err;
         EXPECT_EQ(closed.out, "") << testing::PrintToString(extra);
     }
@@ -184,7 +186,7 @@ TEST_F(FdHandoverBwrap, CodexProxyFdsTheSame)
     auto one = [](const std::string& bin) {
         UniqueFd four = pipe_holding("hello\n");
         UniqueFd six = open_null();
-        return Background(codex_argv(bin, {}, kReadFd4), {{4, four.get()}, {6, six.get()}}).finish();
+        return BackgroundCommand(codex_argv(bin, {}, kReadFd4), {{4, four.get()}, {6, six.get()}}).finish();
     };
     Result c = one(cocoon_bin()), b = one(kBwrap);
     ASSERT_EQ(c.code, 0) << c.err;
@@ -225,7 +227,7 @@ TEST_F(FdHandoverBwrap, OptionFdsTheSame)
             UniqueFd data = c.output ? UniqueFd() : pipe_holding(c.data);
             UniqueFd six = open_null();
             const int fd5 = c.output ? five.write.get() : data.get();
-            return Background(args({{bin}, minimal_root(), c.options, sh(kListFds)}), {{5, fd5}, {6, six.get()}})
+            return BackgroundCommand(args({{bin}, minimal_root(), c.options, sh(kListFds)}), {{5, fd5}, {6, six.get()}})
                 .finish();
         };
         Result mine = one(cocoon_bin()), theirs = one(kBwrap);
@@ -244,8 +246,8 @@ TEST_F(FdHandoverBwrap, BindFdTheSame)
     auto one = [&](const std::string& bin) {
         UniqueFd five(::open(dir.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         UniqueFd six = open_null();
-        return Background(args({{bin}, minimal_root(), {"--bind-fd", "5", "/d"}, sh(kListFds)}),
-                          {{5, five.get()}, {6, six.get()}})
+        return BackgroundCommand(args({{bin}, minimal_root(), {"--bind-fd", "5", "/d"}, sh(kListFds)}),
+                                 {{5, five.get()}, {6, six.get()}})
             .finish();
     };
     Result mine = one(cocoon_bin()), theirs = one(kBwrap);

@@ -115,9 +115,9 @@ TEST(ArgsFd, OptionsFromTheFileApplyInPlace)
 {
     UniqueFd file =
         pipe_holding("--setenv\0FROM_FILE\0yes\0--setenv\0ORDER\0file\0--unshare-uts\0--hostname\0args-box"s);
-    Background b(cocoon_argv({"--setenv", "ORDER", "before", "--args", "5"},
-                             sh("echo $FROM_FILE $ORDER $(hostname); " + fd_open_test(5, '<'))),
-                 {{5, file.get()}});
+    BackgroundCommand b(minimal_cocoon_argv({"--setenv", "ORDER", "before", "--args", "5"},
+                                            sh("echo $FROM_FILE $ORDER $(hostname); " + fd_open_test(5, '<'))),
+                        {{5, file.get()}});
     Result r = b.finish();
     ASSERT_EQ(r.code, 0) << r.err;
     // The file's --setenv ORDER came after the command line's, so it wins.
@@ -128,19 +128,22 @@ TEST(ArgsFd, IsReadOnceAndClosed)
 {
     UniqueFd file = pipe_holding("--setenv\0A\0x\0"s);
     // A second --args of the same fd finds it closed, as bwrap does.
-    Result r = Background(cocoon_argv({"--args", "5", "--args", "5"}, {"true"}), {{5, file.get()}}).finish();
+    Result r =
+        BackgroundCommand(minimal_cocoon_argv({"--args", "5", "--args", "5"}, {"true"}), {{5, file.get()}}).finish();
     expect_refused(r, {"--args", "fd 5", "Bad file descriptor"});
 }
 
 TEST(ArgsFd, Refusals)
 {
-    expect_refused(Background(cocoon_argv({"--args", "7"}, {"true"})).finish(), {"--args", "fd 7"});
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--args", "7"}, {"true"})).finish(), {"--args", "fd 7"});
     UniqueFd nested = pipe_holding("--args\0006\0"s);
     UniqueFd inner = pipe_holding("--unshare-net\0"s);
-    expect_refused(Background(cocoon_argv({"--args", "5"}, {"true"}), {{5, nested.get()}, {6, inner.get()}}).finish(),
-                   {"--args not supported in arguments file"});
+    expect_refused(
+        BackgroundCommand(minimal_cocoon_argv({"--args", "5"}, {"true"}), {{5, nested.get()}, {6, inner.get()}})
+            .finish(),
+        {"--args not supported in arguments file"});
     UniqueFd command = pipe_holding("--unshare-net\0true\0"s);
-    expect_refused(Background(cocoon_argv({"--args", "5"}, {"true"}), {{5, command.get()}}).finish(),
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--args", "5"}, {"true"}), {{5, command.get()}}).finish(),
                    {"--args 5", "'true'"});
 }
 
@@ -154,8 +157,9 @@ TEST(Seccomp, FilterIsEnforced)
     EXPECT_EQ(open.out, "made\nlinked\n");
 
     UniqueFd filter = pipe_holding(mkdir_filter());
-    Result r =
-        Background(cocoon_argv({"--tmpfs", "/tmp", "--seccomp", "5"}, sh(kMkdirAndLink)), {{5, filter.get()}}).finish();
+    Result r = BackgroundCommand(minimal_cocoon_argv({"--tmpfs", "/tmp", "--seccomp", "5"}, sh(kMkdirAndLink)),
+                                 {{5, filter.get()}})
+                   .finish();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, "Operation not permitted")) << r.out;
     EXPECT_FALSE(contains(r.out, "made")) << r.out;
@@ -166,10 +170,11 @@ TEST(Seccomp, AddedFiltersAllApply)
 {
     UniqueFd first = pipe_holding(mkdir_filter());
     UniqueFd second = pipe_holding(symlink_filter());
-    Result r = Background(cocoon_argv({"--tmpfs", "/tmp", "--add-seccomp-fd", "5", "--add-seccomp-fd", "6"},
-                                      sh(kMkdirAndLink)),
+    Result r =
+        BackgroundCommand(minimal_cocoon_argv({"--tmpfs", "/tmp", "--add-seccomp-fd", "5", "--add-seccomp-fd", "6"},
+                                              sh(kMkdirAndLink)),
                           {{5, first.get()}, {6, second.get()}})
-                   .finish();
+            .finish();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.out, "Operation not permitted")) << r.out;  // EPERM from the first
     EXPECT_TRUE(contains(r.out, "Permission denied")) << r.out;  // EACCES from the second
@@ -180,21 +185,22 @@ TEST(Seccomp, AddedFiltersAllApply)
 TEST(Seccomp, Refusals)
 {
     UniqueFd ragged = pipe_holding("abc");
-    expect_refused(Background(cocoon_argv({"--seccomp", "5"}, {"true"}), {{5, ragged.get()}}).finish(),
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--seccomp", "5"}, {"true"}), {{5, ragged.get()}}).finish(),
                    {"--seccomp 5", "multiple of 8"});
     UniqueFd empty = pipe_holding("");
-    expect_refused(Background(cocoon_argv({"--add-seccomp-fd", "5"}, {"true"}), {{5, empty.get()}}).finish(),
-                   {"--add-seccomp-fd 5", "0 bytes"});
+    expect_refused(
+        BackgroundCommand(minimal_cocoon_argv({"--add-seccomp-fd", "5"}, {"true"}), {{5, empty.get()}}).finish(),
+        {"--add-seccomp-fd 5", "0 bytes"});
     UniqueFd huge = pipe_holding(std::string(size_t{4097} * 8, '\0'));
-    expect_refused(Background(cocoon_argv({"--seccomp", "5"}, {"true"}), {{5, huge.get()}}).finish(),
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--seccomp", "5"}, {"true"}), {{5, huge.get()}}).finish(),
                    {"--seccomp 5", "4096 instructions"});
-    expect_refused(Background(cocoon_argv({"--seccomp", "7"}, {"true"})).finish(),
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--seccomp", "7"}, {"true"})).finish(),
                    {"--seccomp 7", "Bad file descriptor"});
     UniqueFd a = pipe_holding(mkdir_filter()), b = pipe_holding(mkdir_filter());
-    expect_refused(
-        Background(cocoon_argv({"--seccomp", "5", "--add-seccomp-fd", "6"}, {"true"}), {{5, a.get()}, {6, b.get()}})
-            .finish(),
-        {"--add-seccomp-fd cannot be combined with --seccomp"});
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--seccomp", "5", "--add-seccomp-fd", "6"}, {"true"}),
+                                     {{5, a.get()}, {6, b.get()}})
+                       .finish(),
+                   {"--add-seccomp-fd cannot be combined with --seccomp"});
 }
 
 // --- --block-fd ---
@@ -203,9 +209,9 @@ TEST(BlockFd, CommandWaitsForTheByte)
 {
     TempDir out;
     Pipe go;
-    Background b(cocoon_argv({"--bind", out.path(), "/out", "--block-fd", "5"},
-                             sh("touch /out/started; " + fd_open_test(5, '<') + "; echo ran")),
-                 {{5, go.read.get()}});
+    BackgroundCommand b(minimal_cocoon_argv({"--bind", out.path(), "/out", "--block-fd", "5"},
+                                            sh("touch /out/started; " + fd_open_test(5, '<') + "; echo ran")),
+                        {{5, go.read.get()}});
     std::this_thread::sleep_for(300ms);
     EXPECT_TRUE(b.running());
     EXPECT_FALSE(exists(out / "started")) << "the command ran before the byte was written";
@@ -219,7 +225,7 @@ TEST(BlockFd, CommandWaitsForTheByte)
 TEST(BlockFd, EndOfFileAlsoReleases)
 {
     Pipe go;
-    Background b(cocoon_argv({"--block-fd", "5"}, {"true"}), {{5, go.read.get()}});
+    BackgroundCommand b(minimal_cocoon_argv({"--block-fd", "5"}, {"true"}), {{5, go.read.get()}});
     std::this_thread::sleep_for(100ms);
     EXPECT_TRUE(b.running());
     go.write.reset();
@@ -232,10 +238,10 @@ TEST(BlockFd, EndOfFileAlsoReleases)
 TEST(UsernsBlockFd, CallerWritesTheIdMaps)
 {
     Pipe go, info;
-    Background b(
-        cocoon_argv({"--unshare-user", "--unshare-pid", "--proc", "/proc", "--userns-block-fd", "5", "--info-fd", "6"},
-                    sh("id -u; id -g; cat /proc/self/uid_map")),
-        {{5, go.read.get()}, {6, info.write.get()}});
+    BackgroundCommand b(minimal_cocoon_argv({"--unshare-user", "--unshare-pid", "--proc", "/proc", "--userns-block-fd",
+                                             "5", "--info-fd", "6"},
+                                            sh("id -u; id -g; cat /proc/self/uid_map")),
+                        {{5, go.read.get()}, {6, info.write.get()}});
     info.write.reset();
     pid_t pid = child_pid(read_some(info.read.get()));
     ASSERT_GT(pid, 0);
@@ -257,16 +263,19 @@ TEST(UsernsBlockFd, CallerWritesTheIdMaps)
 TEST(UsernsBlockFd, Refusals)
 {
     Pipe go;
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--unshare-user", "--userns-block-fd", "5"}, {"true"}),
+                                     {{5, go.read.get()}})
+                       .finish(),
+                   {"--userns-block-fd requires --info-fd"});
     expect_refused(
-        Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "5"}, {"true"}), {{5, go.read.get()}}).finish(),
-        {"--userns-block-fd requires --info-fd"});
-    expect_refused(
-        Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "5", "--info-fd", "1", "--uid", "0"}, {"true"}),
-                   {{5, go.read.get()}})
+        BackgroundCommand(
+            minimal_cocoon_argv({"--unshare-user", "--userns-block-fd", "5", "--info-fd", "1", "--uid", "0"}, {"true"}),
+            {{5, go.read.get()}})
             .finish(),
         {"--userns-block-fd", "--uid"});
     expect_refused(
-        Background(cocoon_argv({"--unshare-user", "--userns-block-fd", "7", "--info-fd", "1"}, {"true"})).finish(),
+        BackgroundCommand(minimal_cocoon_argv({"--unshare-user", "--userns-block-fd", "7", "--info-fd", "1"}, {"true"}))
+            .finish(),
         {"--userns-block-fd 7", "Bad file descriptor"});
 }
 
@@ -276,10 +285,10 @@ void check_sync_fd(const std::vector<std::string>& extra)
 {
     TempDir out;
     Pipe sync;
-    Background b(cocoon_argv(args({extra, {"--bind", out.path(), "/out", "--sync-fd", "5"}}),
-                             sh(fd_open_test(5, '>') + "; echo started > /out/started; "
-                                                       "while [ ! -e /out/go ]; do sleep 0.02; done")),
-                 {{5, sync.write.get()}});
+    BackgroundCommand b(minimal_cocoon_argv(args({extra, {"--bind", out.path(), "/out", "--sync-fd", "5"}}),
+                                            sh(fd_open_test(5, '>') + "; echo started > /out/started; "
+                                                                      "while [ ! -e /out/go ]; do sleep 0.02; done")),
+                        {{5, sync.write.get()}});
     sync.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); }));
     // The sandbox holds the write end; cocoon itself does not.
@@ -308,9 +317,9 @@ TEST(SyncFd, OutlivesAKilledCocoon)
 {
     TempDir out;
     Pipe sync;
-    Background b(cocoon_argv({"--unshare-pid", "--bind", out.path(), "/out", "--sync-fd", "5"},
-                             sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
-                 {{5, sync.write.get()}});
+    BackgroundCommand b(minimal_cocoon_argv({"--unshare-pid", "--bind", out.path(), "/out", "--sync-fd", "5"},
+                                            sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
+                        {{5, sync.write.get()}});
     sync.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); }));
     ::kill(b.pid(), SIGKILL);
@@ -328,9 +337,10 @@ TEST(SyncFd, PidOneKeepsNoOtherCallerFd)
 {
     TempDir out;
     Pipe sync, stray;
-    Background b(cocoon_argv({"--unshare-pid", "--bind", out.path(), "/out", "--sync-fd", "5"},
-                             sh("exec 6>&-; touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
-                 {{5, sync.write.get()}, {6, stray.write.get()}});
+    BackgroundCommand b(
+        minimal_cocoon_argv({"--unshare-pid", "--bind", out.path(), "/out", "--sync-fd", "5"},
+                            sh("exec 6>&-; touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")),
+        {{5, sync.write.get()}, {6, stray.write.get()}});
     sync.write.reset();
     stray.write.reset();
     ASSERT_TRUE(eventually([&] { return exists(out / "started"); }));
@@ -345,8 +355,9 @@ TEST(SyncFd, PidOneKeepsNoOtherCallerFd)
 TEST(SyncFd, WithAsPid1TheCommandKeepsIt)
 {
     Pipe sync;
-    Result r = Background(cocoon_argv({"--unshare-pid", "--as-pid-1", "--sync-fd", "5"}, sh(fd_open_test(5, '>'))),
-                          {{5, sync.write.get()}})
+    Result r = BackgroundCommand(
+                   minimal_cocoon_argv({"--unshare-pid", "--as-pid-1", "--sync-fd", "5"}, sh(fd_open_test(5, '>'))),
+                   {{5, sync.write.get()}})
                    .finish();
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, "fd-open\n") << r.err;
@@ -354,9 +365,9 @@ TEST(SyncFd, WithAsPid1TheCommandKeepsIt)
 
 TEST(SyncFd, BadFd)
 {
-    expect_refused(Background(cocoon_argv({"--sync-fd", "7"}, {"true"})).finish(),
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--sync-fd", "7"}, {"true"})).finish(),
                    {"--sync-fd 7", "Bad file descriptor"});
-    expect_refused(Background(cocoon_argv({"--block-fd", "7"}, {"true"})).finish(),
+    expect_refused(BackgroundCommand(minimal_cocoon_argv({"--block-fd", "7"}, {"true"})).finish(),
                    {"--block-fd 7", "Bad file descriptor"});
 }
 
@@ -367,8 +378,8 @@ void check_lock(const std::vector<std::string>& extra)
     TempDir out;
     const std::string lock = out / "lockme";
     write_file(lock, "");
-    Background b(cocoon_argv(args({extra, {"--bind", out.path(), "/out", "--lock-file", "/out/lockme"}}),
-                             sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")));
+    BackgroundCommand b(minimal_cocoon_argv(args({extra, {"--bind", out.path(), "/out", "--lock-file", "/out/lockme"}}),
+                                            sh("touch /out/started; while [ ! -e /out/go ]; do sleep 0.02; done")));
     EXPECT_TRUE(eventually([&] { return exists(out / "started"); }));
     EXPECT_TRUE(locked_by_other(lock)) << "no lock while the sandbox runs";
     write_file(out / "go", "");
@@ -417,7 +428,7 @@ protected:
                 held.push_back(fds[i]());
                 map.emplace_back(static_cast<int>(5 + i), held.back().get());
             }
-            return Background(args({{bin}, minimal_root(), options, command}), map).finish();
+            return BackgroundCommand(args({{bin}, minimal_root(), options, command}), map).finish();
         };
         return {one(cocoon_bin()), one(kBwrap)};
     }

@@ -54,11 +54,11 @@ struct Pipe {
 // {target, source} pair puts this process's fd `source` at `target` in the
 // child; every other fd above 2 is closed, so an fd number not given is
 // certainly closed there.
-class Background {
+class BackgroundCommand {
 public:
     // `cloexec`: targets opened as above, then marked FD_CLOEXEC (the exec of argv closes them).
-    Background(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds = {},
-               const std::vector<int>& cloexec = {})
+    BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds = {},
+                      const std::vector<int>& cloexec = {})
     {
         int out[2], err[2];
         if (::pipe2(out, O_CLOEXEC) < 0 || ::pipe2(err, O_CLOEXEC) < 0)
@@ -91,7 +91,7 @@ public:
         m_err.reset(err[0]);
     }
 
-    ~Background()
+    ~BackgroundCommand()
     {
         if (!m_reaped) {
             ::kill(m_pid, SIGKILL);
@@ -151,8 +151,8 @@ private:
     UniqueFd m_out, m_err;
 };
 
-inline std::vector<std::string> cocoon_argv(const std::vector<std::string>& options,
-                                            const std::vector<std::string>& command)
+inline std::vector<std::string> minimal_cocoon_argv(const std::vector<std::string>& options,
+                                                    const std::vector<std::string>& command)
 {
     return args({{cocoon_bin()}, minimal_root(), options, command});
 }

@@ -42,7 +42,7 @@ constexpr const char* kNeedsRoot =
     "needs a root caller: --host-user is refused to any other (HostUserRefusal.RefusedToANonRootCaller, "
     "which the unprivileged pass runs, tries that)";
 
-std::string probe()
+std::string host_user_probe()
 {
     return sibling_binary("cocoon_host_user_probe");
 }
@@ -61,7 +61,7 @@ std::vector<std::string> layout()
 {
     return args({minimal_root(),
                  {"--unshare-all", "--die-with-parent", "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-                  "--tmpfs", "/tmp", "--ro-bind", probe(), "/probe"}});
+                  "--tmpfs", "/tmp", "--ro-bind", host_user_probe(), "/probe"}});
 }
 
 class HostUser : public ::testing::Test {
@@ -70,7 +70,7 @@ protected:
     {
         if (!is_root())
             GTEST_SKIP() << kNeedsRoot;
-        ASSERT_EQ(::access(probe().c_str(), X_OK), 0) << probe() << " is missing";
+        ASSERT_EQ(::access(host_user_probe().c_str(), X_OK), 0) << host_user_probe() << " is missing";
         std::optional<TestUser> user = test_user();
         ASSERT_TRUE(user) << kNoTestUser;
         m_user = *user;
@@ -97,7 +97,7 @@ TEST_F(HostUser, RootsFilesAreOutOfReach)
     if (shadow) {
         const std::string u = std::to_string(m_user.uid), g = std::to_string(m_user.gid);
         control = run({"/usr/bin/setpriv", "--reuid", u, "--regid", g, "--groups", std::to_string(shadow->gr_gid), "--",
-                       probe(), "read", "/etc/shadow"});
+                       host_user_probe(), "read", "/etc/shadow"});
         EXPECT_EQ(control.out, "/etc/shadow ok\n") << "shadow's group cannot read /etc/shadow here";
     }
     for (const std::vector<std::string>& caps :
@@ -216,9 +216,9 @@ TEST_F(HostUser, WhatTheCommandMakesIsTheUsers)
 
 // A sandbox left running: --info-fd on a pipe, the command saying "ready" on stdout once it
 // runs, then waiting for EOF on its stdin, which the destructor closes.
-class RunningSandbox {
+class HostUserSandbox {
 public:
-    explicit RunningSandbox(const std::vector<std::string>& options)
+    explicit HostUserSandbox(const std::vector<std::string>& options)
     {
         int info[2], in[2], out[2];
         // stdout is a socket: its reads time out instead of hanging the suite.
@@ -253,7 +253,7 @@ public:
             m_child = static_cast<pid_t>(std::stol(m[1]));
         m_ready = read_line(out_read.get()) == "ready";
     }
-    ~RunningSandbox()
+    ~HostUserSandbox()
     {
         m_stdin.reset();
         int status;
@@ -300,7 +300,7 @@ TEST_F(HostUser, NoProcessOfTheSandboxHasRootsIds)
     };
     for (const std::vector<std::string>& options : variants) {
         SCOPED_TRACE(testing::PrintToString(options));
-        RunningSandbox box(args({minimal_root(), {"--proc", "/proc", "--host-user", kUser}, options}));
+        HostUserSandbox box(args({minimal_root(), {"--proc", "/proc", "--host-user", kUser}, options}));
         ASSERT_TRUE(box.ready()) << "the command did not start";
         ASSERT_GT(box.child_pid(), 0);
         const std::vector<pid_t> tree = process_tree(box.child_pid());

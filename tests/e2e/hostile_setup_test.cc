@@ -19,7 +19,7 @@ namespace {
 // for a moment, and what a set-up could hand over is a socket or a directory. A path is "a path":
 // the tmpfs roots the monitor holds (for the report) read as "/" once the sandbox's mount
 // namespace is gone.
-std::vector<std::string> fd_targets(pid_t pid)
+std::vector<std::string> fd_targets_but_paths(pid_t pid)
 {
     std::vector<std::string> out;
     std::error_code ec;
@@ -32,19 +32,6 @@ std::vector<std::string> fd_targets(pid_t pid)
     }
     std::sort(out.begin(), out.end());
     return out;
-}
-
-std::string joined(const std::vector<std::string>& items)
-{
-    std::string out;
-    for (const std::string& item : items)
-        out += "\n  " + item;
-    return out;
-}
-
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
 }
 
 // cocoon's lines but the hook's own.
@@ -60,7 +47,7 @@ std::vector<std::string> cocoon_lines(const std::string& output)
 
 // The hook fires this long after the first process (or PID 1) got to it: the monitor's fds are
 // taken before (once the command runs, for late-*).
-constexpr int kHookDelayMs = 2500, kLateHookDelayMs = 5000;
+constexpr int kSetupHookDelayMs = 2500, kLateHookDelayMs = 5000;
 
 class HostileSetup : public Stop {
 protected:
@@ -78,7 +65,7 @@ protected:
     std::string run(const std::string& mode)
     {
         const bool late = mode.rfind("late-", 0) == 0;
-        const int delay = late ? kLateHookDelayMs : kHookDelayMs;
+        const int delay = late ? kLateHookDelayMs : kSetupHookDelayMs;
         ::setenv("COCOON_TEST_SETUP_HOOK", (mode + ":" + std::to_string(delay)).c_str(), 1);
         // --tmpfs: set-up sends a tmpfs message for --json-status-fd (the Sandbox's report).
         Sandbox sandbox(agent({"--tmpfs", m_dir / "scratch"}, ": > ready\nexec sleep 30\n"), m_dir / "cocoon.out");
@@ -93,22 +80,22 @@ protected:
         }
         const pid_t cocoon = sandbox.pid();
         // The monitor's fds once they settle, before the hook.
-        std::vector<std::string> before = fd_targets(cocoon);
+        std::vector<std::string> before = fd_targets_but_paths(cocoon);
         for (int same = 0, tries = 0; same < 2 && tries < 20; ++tries) {
             sleep_ms(100);
-            std::vector<std::string> now = fd_targets(cocoon);
+            std::vector<std::string> now = fd_targets_but_paths(cocoon);
             same = now == before ? same + 1 : 0;
             before = std::move(now);
         }
         const bool early = contains(sandbox.output(), "setup test hook");
-        EXPECT_FALSE(early) << "the hook fired before the monitor's fds were taken: raise kHookDelayMs";
+        EXPECT_FALSE(early) << "the hook fired before the monitor's fds were taken: raise kSetupHookDelayMs";
         // The monitor holds on 1.5 s once it refused (test hook): its fds then.
         EXPECT_TRUE(wait_until([&] { return contains(sandbox.output(), "the monitor refused"); }, delay + 10000))
             << "the monitor did not refuse the setup channel: " << sandbox.output();
         // Security: no fd the set-up sent is kept (nor is one lost).
         if (!early) {
-            const std::vector<std::string> after = fd_targets(cocoon);
-            EXPECT_EQ(after, before) << "before:" << joined(before) << "\nafter:" << joined(after);
+            const std::vector<std::string> after = fd_targets_but_paths(cocoon);
+            EXPECT_EQ(after, before) << "before:" << listed(before) << "\nafter:" << listed(after);
         }
         auto status = sandbox.wait_status(10000);
         EXPECT_TRUE(exited_with(status, 1)) << show(status) << sandbox.output();

@@ -46,27 +46,14 @@ std::vector<std::string> fd_targets(pid_t pid)
     return out;
 }
 
-std::string joined(const std::vector<std::string>& items)
-{
-    std::string out;
-    for (const std::string& item : items)
-        out += "\n  " + item;
-    return out;
-}
-
 bool stopped(pid_t pid)
 {
     auto st = proc_stat(pid);
     return st && (st->state == 'T' || st->state == 't');
 }
 
-bool contains(const std::string& text, const std::string& part)
-{
-    return text.find(part) != std::string::npos;
-}
-
 // The hook fires this long after the worker's loop starts: the monitor's fds are taken before.
-constexpr int kHookDelayMs = 3000;
+constexpr int kWorkerHookDelayMs = 3000;
 
 class HostileWorker : public Stop {
 protected:
@@ -123,7 +110,7 @@ protected:
         const std::string arg = mode == "linger"                                   ? std::to_string(m_tcp_port)
                                 : mode == "connect-host" || mode == "ask-upstream" ? std::to_string(m_service_port)
                                                                                    : std::to_string(m_sibling);
-        const std::string spec = mode + ":" + std::to_string(kHookDelayMs) + ":" + arg;
+        const std::string spec = mode + ":" + std::to_string(kWorkerHookDelayMs) + ":" + arg;
         UniqueFd egress_log(::open((m_dir / "egress.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         // The egress log is the fd --info-fd writes too (the Sandbox's one extra fd): its report
         // comes first.
@@ -150,10 +137,10 @@ protected:
             before = std::move(now);
         }
         const bool early = contains(sandbox.output(), "test hook");
-        EXPECT_FALSE(early) << "the hook fired before the monitor's fds were taken: raise kHookDelayMs";
+        EXPECT_FALSE(early) << "the hook fired before the monitor's fds were taken: raise kWorkerHookDelayMs";
         const pid_t worker = relay_worker(cocoon);
         EXPECT_GT(worker, 0);
-        EXPECT_TRUE(wait_until([&] { return contains(sandbox.output(), done); }, kHookDelayMs + 10000))
+        EXPECT_TRUE(wait_until([&] { return contains(sandbox.output(), done); }, kWorkerHookDelayMs + 10000))
             << "the hook did not get to '" << done << "': " << sandbox.output();
         sleep_ms(300);  // what the monitor makes of it
 
@@ -163,7 +150,7 @@ protected:
         if (!early) {
             std::vector<std::string> after;
             EXPECT_TRUE(wait_until([&] { return (after = fd_targets(cocoon)) == before; }, 1000))
-                << "before:" << joined(before) << "\nafter:" << joined(after);
+                << "before:" << listed(before) << "\nafter:" << listed(after);
         }
         EXPECT_FALSE(stopped(cocoon)) << "cocoon was stopped: " << sandbox.output();
         EXPECT_EQ(::kill(m_sibling, 0), 0) << "the test's sleep is gone";

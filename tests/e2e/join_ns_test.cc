@@ -26,13 +26,6 @@
 namespace cocoon::test {
 namespace {
 
-// The inode that identifies the namespace open at fd.
-std::string inode_of(int fd)
-{
-    struct stat st;
-    return ::fstat(fd, &st) == 0 ? std::to_string(st.st_ino) : "?";
-}
-
 // Opens fd without O_CLOEXEC, so run() hands it to cocoon at the same number.
 UniqueFd open_inherited(const std::string& path)
 {

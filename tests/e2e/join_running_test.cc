@@ -76,12 +76,6 @@ private:
     std::string m_info;
 };
 
-std::string inode_of(int fd)
-{
-    struct stat st;
-    return ::fstat(fd, &st) == 0 ? std::to_string(st.st_ino) : "?";
-}
-
 TEST(JoinRunning, TheCallerJoinsTheChildPidItWasTold)
 {
     RunningSandbox first({"--unshare-all", "--unshare-user"});

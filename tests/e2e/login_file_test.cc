@@ -24,13 +24,12 @@
 namespace cocoon::test {
 namespace {
 
-constexpr const char* kDest = "/home/agent/.cred";
 // SRC's directory, bound read-only where the sandbox can watch SRC change.
 constexpr const char* kWatch = "/watch";
 
 std::vector<std::string> login(const TempDir& dir, const std::string& name = "cred")
 {
-    return {"--login-file", dir / name, kDest, "--ro-bind", dir.path(), kWatch};
+    return {"--login-file", dir / name, kLoginDest, "--ro-bind", dir.path(), kWatch};
 }
 
 // sh: waits up to `tries` rounds of 10 ms (at least 3 s) for /watch/cred to hold `want`, then
@@ -95,7 +94,7 @@ TEST(LoginFile, ARenewalAtExitIsSavedToo)
 {
     TempDir dir;
     write_file(dir / "cred", "old", 0600);
-    Result r = in_sandbox({"--login-file", dir / "cred", kDest}, sh("printf new > /home/agent/.cred"));
+    Result r = in_sandbox({"--login-file", dir / "cred", kLoginDest}, sh("printf new > /home/agent/.cred"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(read_file(dir / "cred"), "new");
 }
@@ -104,7 +103,7 @@ TEST(LoginFile, HostileDestsAreRefusedWithOneLineEachAndSrcKeepsItsContent)
 {
     TempDir dir;
     write_file(dir / "cred", "good-1", 0600);
-    const std::string d = kDest;
+    const std::string d = kLoginDest;
     // Each step puts something hostile at DEST, waits for the monitor to look, and removes it.
     const std::string pause = "sleep 0.5; ";
     const std::string script =
@@ -133,8 +132,9 @@ TEST(LoginFile, HostileDestsAreRefusedWithOneLineEachAndSrcKeepsItsContent)
         for (const std::string& w : warnings)
             if (contains(w, kind)) {
                 ++seen;
-                EXPECT_EQ(w.rfind("cocoon: login sync: --login-file " + (dir / "cred") + " " + kDest + ": DEST is ", 0),
-                          0U)
+                EXPECT_EQ(
+                    w.rfind("cocoon: login sync: --login-file " + (dir / "cred") + " " + kLoginDest + ": DEST is ", 0),
+                    0U)
                     << w;
             }
         EXPECT_EQ(seen, 1) << kind << " in:\n" << r.err;
@@ -162,7 +162,7 @@ TEST(LoginFile, SrcIsAlwaysOneWholeVersionWhenCocoonIsKilledDuringWriteBacks)
     for (int round = 0; round < kRounds; ++round) {
         write_file(dir / "cred", version(0), 0600);
         pid_t pid = start(args({minimal_root(),
-                                {"--unshare-pid", "--die-with-parent", "--login-file", dir / "cred", kDest},
+                                {"--unshare-pid", "--die-with-parent", "--login-file", dir / "cred", kLoginDest},
                                 sh(script)}),
                           logs / "out");
         std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 1200));
@@ -183,7 +183,7 @@ TEST(LoginFile, SrcIsAlwaysOneWholeVersionWhenCocoonIsKilledDuringWriteBacks)
     // A temp file a kill left beside SRC is gone once the next cocoon on SRC starts (one is
     // planted too: the window between linkat and renameat is small for a random kill to hit).
     write_file(dir / ".cred.cocoon-999999999-1", "half", 0600);
-    Result r = in_sandbox({"--login-file", dir / "cred", kDest}, {"true"});
+    Result r = in_sandbox({"--login-file", dir / "cred", kLoginDest}, {"true"});
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(files_under(dir.path()).size(), 1U);
     // How many random kills came after a renewal depends on the speed; the last round's does not.
@@ -198,7 +198,7 @@ TEST(LoginFile, TwoSandboxesShareOneSrc)
     // A waits for B's renewal to reach its own DEST; B renews once A has started.
     const std::string a_script = "i=0; while [ \"$(cat /home/agent/.cred)\" != v2 ] && [ $i -lt 500 ]; do sleep 0.01; "
                                  "i=$((i+1)); done; echo A $(cat /home/agent/.cred)";
-    pid_t a = start(args({minimal_root(), {"--login-file", dir / "cred", kDest}, sh(a_script)}), logs / "a");
+    pid_t a = start(args({minimal_root(), {"--login-file", dir / "cred", kLoginDest}, sh(a_script)}), logs / "a");
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     Result b = in_sandbox(login(dir),
                           sh("cat /home/agent/.cred; echo; printf v2 > /home/agent/.cred; " + wait_src("B", "v2")));
@@ -263,8 +263,8 @@ TEST(LoginFile, ALinkAtSrcIsNeverFollowed)
                                       : std::vector<std::vector<std::string>>{{}}) {
         const std::string script = "ln -sf " + victim + " /wt/cred.new && mv -f /wt/cred.new /wt/cred; " +
                                    "printf renewed > /home/agent/.cred; sleep 0.6; ls -l /wt/cred";
-        Result r =
-            in_sandbox(args({mode, {"--bind", dir.path(), "/wt", "--login-file", dir / "cred", kDest}}), sh(script));
+        Result r = in_sandbox(args({mode, {"--bind", dir.path(), "/wt", "--login-file", dir / "cred", kLoginDest}}),
+                              sh(script));
         EXPECT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(read_file(victim), "ssh-ed25519 the-callers-key\n");
         struct stat st;
@@ -277,11 +277,12 @@ TEST(LoginFile, ALinkAtSrcIsNeverFollowed)
     HostSnapshot host("login-link", victim_dir.path());
     ASSERT_EQ(::unlink((dir / "cred").c_str()), 0);
     ASSERT_EQ(::symlink(victim.c_str(), (dir / "cred").c_str()), 0);
-    Result r = in_sandbox(args({host.mark(), {"--login-file", dir / "cred", kDest}}), {"true"});
+    Result r = in_sandbox(args({host.mark(), {"--login-file", dir / "cred", kLoginDest}}), {"true"});
     expect_refused(r, {"--login-file", dir / "cred", "is a symbolic link; pass the real path"});
     ASSERT_EQ(::symlink(victim_dir.path().c_str(), (dir / "sub").c_str()), 0);
-    r = in_sandbox(args({host.mark(), {"--no-follow-sources", "--login-file", dir / "sub/authorized_keys", kDest}}),
-                   {"true"});
+    r = in_sandbox(
+        args({host.mark(), {"--no-follow-sources", "--login-file", dir / "sub/authorized_keys", kLoginDest}}),
+        {"true"});
     expect_refused(r, {"--login-file", dir / "sub/authorized_keys", "(refused by --no-follow-sources)"});
     host.expect_unchanged();
 }
@@ -296,7 +297,7 @@ TEST(LoginFile, AnAgentsLockOnSrcsDirectoryDoesNotStallTheMonitor)
     write_file(dir / "cred", "v1", 0600);
     pid_t pid = start(args({minimal_root(),
                             {"--unshare-pid", "--forward-signals", "--dev", "/dev", "--bind", dir.path(), "/wt",
-                             "--login-file", dir / "cred", kDest},
+                             "--login-file", dir / "cred", kLoginDest},
                             sh("flock -x /wt sleep 60 & sleep 0.2; printf renewed > /home/agent/.cred; sleep 60")}),
                       logs / "out");
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
@@ -336,7 +337,7 @@ void renewals_with_a_slow_writer(int sandboxes, int renewals, const std::string&
     std::vector<pid_t> pids;
     for (int k = 0; k < sandboxes; ++k)
         pids.push_back(start(args({minimal_root(),
-                                   {"--setenv", "K", "s" + std::to_string(k), "--login-file", dir / "cred", kDest},
+                                   {"--setenv", "K", "s" + std::to_string(k), "--login-file", dir / "cred", kLoginDest},
                                    sh(script)}),
                              logs / std::to_string(k)));
     for (size_t k = 0; k < pids.size(); ++k)
@@ -381,7 +382,7 @@ TEST(LoginFile, ARenewalIsNotLostForAGroupTheCallerIsNotIn)
     Result r = run(
         args({{"/usr/bin/setpriv", "--reuid", "cocoon-test", "--regid", "cocoon-test", "--clear-groups", cocoon_bin()},
               minimal_root(),
-              {"--login-file", sub + "/cred", kDest},
+              {"--login-file", sub + "/cred", kLoginDest},
               sh("printf renewed > /home/agent/.cred")}));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(read_file(sub + "/cred"), "renewed");
@@ -392,7 +393,7 @@ TEST(LoginFile, ARenewalIsNotLostForAGroupTheCallerIsNotIn)
     EXPECT_EQ(st.st_mode & 07777, 0640U);
     ASSERT_EQ(lines(r.err).size(), 1U) << r.err;
     // The line names the step, the temp file the group was refused on, and why.
-    EXPECT_EQ(r.err.rfind("cocoon: login sync: --login-file " + sub + "/cred " + kDest +
+    EXPECT_EQ(r.err.rfind("cocoon: login sync: --login-file " + sub + "/cred " + kLoginDest +
                               ": can't keep SRC's group 0 on " + sub + "/.cred.cocoon-",
                           0),
               0U)
@@ -417,34 +418,34 @@ void refusals_leave_nothing_behind(const std::string& option)
         expect_refused(r, {option + " " + src + " ", dest, why});
     };
     if (option == "--login-file")
-        refused(dir / "missing", kDest, "No such file or directory");
-    refused(dir / "sub", kDest, "is a directory");
-    refused(dir / "fifo", kDest, "is a FIFO");
-    refused(dir / "link", kDest, "is a symbolic link; pass the real path");
-    refused(dir / "cred/x", kDest, "Not a directory");
-    refused(dir / "cred/x/y", kDest, "Not a directory");
-    refused(dir / "big", kDest, "larger than 1 MiB");
+        refused(dir / "missing", kLoginDest, "No such file or directory");
+    refused(dir / "sub", kLoginDest, "is a directory");
+    refused(dir / "fifo", kLoginDest, "is a FIFO");
+    refused(dir / "link", kLoginDest, "is a symbolic link; pass the real path");
+    refused(dir / "cred/x", kLoginDest, "Not a directory");
+    refused(dir / "cred/x/y", kLoginDest, "Not a directory");
+    refused(dir / "big", kLoginDest, "larger than 1 MiB");
     ASSERT_EQ(::link((dir / "cred").c_str(), (dir / "cred2").c_str()), 0);
-    refused(dir / "cred", kDest, "a file with 2 hard links");
+    refused(dir / "cred", kLoginDest, "a file with 2 hard links");
     ASSERT_EQ(::unlink((dir / "cred2").c_str()), 0);
     if (is_root()) {
         ASSERT_EQ(::chown((dir / "big").c_str(), 4321, 4321), 0);
-        refused(dir / "big", kDest, "owned by uid 4321, not by the caller");
+        refused(dir / "big", kLoginDest, "owned by uid 4321, not by the caller");
     } else {
         // Root may write anywhere; an unprivileged caller is refused a directory it cannot write,
         // and so is --login-file-try a missing one below it (before anything is made).
         ASSERT_EQ(::chmod((dir / "sub").c_str(), 0500), 0);
-        refused(dir / "sub/cred", kDest, "the directory " + (dir / "sub") + " must be writable");
+        refused(dir / "sub/cred", kLoginDest, "the directory " + (dir / "sub") + " must be writable");
         if (option == "--login-file-try")
-            refused(dir / "sub/new/cred", kDest, "the directory " + (dir / "sub") + " must be writable");
+            refused(dir / "sub/new/cred", kLoginDest, "the directory " + (dir / "sub") + " must be writable");
         ASSERT_EQ(::chmod((dir / "sub").c_str(), 0700), 0);
     }
     if (option == "--login-file-try")
-        refused(dir / "new/../cred", kDest, "a .. below it cannot be made");
+        refused(dir / "new/../cred", kLoginDest, "a .. below it cannot be made");
     refused(dir / "cred", "/cred", "DEST must be below a directory other than /");
     refused(dir / "cred", "/home/../cred", "..");
-    refused(dir / "cred", kDest, "DEST given twice", {"--login-file", dir / "cred", kDest});
-    refused(dir / "cred", kDest, "DEST given twice", {"--login-file-try", dir / "cred", kDest});
+    refused(dir / "cred", kLoginDest, "DEST given twice", {"--login-file", dir / "cred", kLoginDest});
+    refused(dir / "cred", kLoginDest, "DEST given twice", {"--login-file-try", dir / "cred", kLoginDest});
     host.expect_unchanged();
 }
 

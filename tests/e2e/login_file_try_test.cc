@@ -20,8 +20,6 @@
 namespace cocoon::test {
 namespace {
 
-constexpr const char* kDest = "/home/agent/.cred";
-
 // sh: waits up to 5 s for FILE to hold `want`, then prints "LABEL ok" or "LABEL timeout".
 std::string wait_for(const std::string& label, const std::string& file, const std::string& want)
 {
@@ -65,11 +63,11 @@ void first_login_then_renewals(const std::string& src, const std::vector<std::st
     const std::string script = "umask 022; [ -e /home/agent/.cred ] || echo absent; "
                                "printf v1 > /home/agent/.t && mv /home/agent/.t /home/agent/.cred; "
                                "sleep 1.2; printf v2 > /home/agent/.cred; " +
-                               wait_for("host", kDest, "v3-host");
+                               wait_for("host", kLoginDest, "v3-host");
     std::vector<std::string> argv = args({{"/bin/sh", "-c", "umask " + umask + "; exec \"$0\" \"$@\"", cocoon_bin()},
                                           minimal_root(),
                                           more,
-                                          {"--unshare-pid", "--dev", "/dev", "--login-file-try", src, kDest},
+                                          {"--unshare-pid", "--dev", "/dev", "--login-file-try", src, kLoginDest},
                                           sh(script)});
     pid_t pid = start_logged(argv, logs / "out");
     const bool v1 = host_file_becomes(src, "v1");
@@ -113,17 +111,18 @@ TEST(LoginFileTry, ACommandThatWritesNothingMakesNothing)
 {
     TempDir dir;
     HostSnapshot host("login-try-nothing", dir.path());
-    Result r = in_sandbox(args({host.mark(), {"--login-file-try", dir / "cred", kDest}}),
+    Result r = in_sandbox(args({host.mark(), {"--login-file-try", dir / "cred", kLoginDest}}),
                           sh("[ -e /home/agent/.cred ] || echo absent; ls -A /home/agent | wc -l"));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "");
     EXPECT_EQ(r.out, "absent\n0\n");
-    r = in_sandbox(args({host.mark(), {"--login-file-try", dir / "a/b/cred", kDest}}),
+    r = in_sandbox(args({host.mark(), {"--login-file-try", dir / "a/b/cred", kLoginDest}}),
                    sh("ln -s /etc/passwd /home/agent/.cred"));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.err, "DEST is a symbolic link: refused, and SRC stays missing")) << r.err;
     // A set-up that fails after SRC was looked at (an --chdir to nowhere) leaves nothing either.
-    r = in_sandbox(args({host.mark(), {"--login-file-try", dir / "a/b/cred", kDest, "--chdir", "/nowhere"}}), {"true"});
+    r = in_sandbox(args({host.mark(), {"--login-file-try", dir / "a/b/cred", kLoginDest, "--chdir", "/nowhere"}}),
+                   {"true"});
     EXPECT_EQ(r.code, 1);
     host.expect_unchanged();
     EXPECT_TRUE(files_under(dir.path()).empty());
@@ -140,9 +139,9 @@ TEST(LoginFileTry, ALinkInSrcsPathIsRefusedAndNothingIsMade)
     HostSnapshot host("login-try-link", dir.path()), there("login-try-link2", elsewhere.path());
     auto refused = [&](const std::string& src, const std::vector<std::string>& more,
                        const std::vector<std::string>& named) {
-        Result r = in_sandbox(args({host.mark(), more, {"--login-file-try", src, kDest}}),
+        Result r = in_sandbox(args({host.mark(), more, {"--login-file-try", src, kLoginDest}}),
                               sh("printf v1 > /home/agent/.cred"));
-        std::vector<std::string> all = {"--login-file-try", src, kDest};
+        std::vector<std::string> all = {"--login-file-try", src, kLoginDest};
         all.insert(all.end(), named.begin(), named.end());
         expect_refused(r, all);
     };

@@ -22,7 +22,6 @@
 namespace cocoon::test {
 namespace {
 
-constexpr const char* kDest = "/home/agent/.cred";
 constexpr size_t kChunk = 64 * 1024;
 constexpr int kChunks = 8;  // 512 KiB a version
 
@@ -59,7 +58,7 @@ const std::string kRenewForever = "n=1; while :; do " + kWrite + "n=$((n+1)); sl
 
 std::vector<std::string> options(const TempDir& dir, const std::vector<std::string>& stop)
 {
-    return args({minimal_root(), {"--unshare-pid", "--login-file", dir / "cred", kDest}, stop});
+    return args({minimal_root(), {"--unshare-pid", "--login-file", dir / "cred", kLoginDest}, stop});
 }
 
 // What cocoon may say on stderr about a stop: nothing, or one line that DEST was not saved.
@@ -68,7 +67,7 @@ void expect_at_most_one_refusal(const TempDir& dir, const std::string& err, int 
     const std::vector<std::string> said = lines(err);
     EXPECT_LE(said.size(), 1U) << "round " << round << ":\n" << err;
     for (const std::string& line : said)
-        EXPECT_EQ(line.rfind("cocoon: login sync: --login-file " + (dir / "cred") + " " + kDest +
+        EXPECT_EQ(line.rfind("cocoon: login sync: --login-file " + (dir / "cred") + " " + kLoginDest +
                                  ": DEST changed after the run was stopped",
                              0),
                   0U)

@@ -20,7 +20,7 @@
 namespace cocoon::test {
 namespace {
 
-std::string probe()
+std::string netns_probe()
 {
     return sibling_binary("cocoon_escape_probe");
 }
@@ -39,7 +39,7 @@ std::string host_netns()
 // The ways a caller asks for a network namespace: bwrap's --unshare-all (for root without
 // --unshare-user, no user namespace where root may make the others itself), with a user namespace
 // asked for, and root's --cap-drop ALL.
-std::vector<std::vector<std::string>> modes()
+std::vector<std::vector<std::string>> netns_modes()
 {
     std::vector<std::vector<std::string>> out{{"--unshare-all"}, {"--unshare-all", "--unshare-user"}};
     if (is_root()) {
@@ -69,21 +69,13 @@ void expect_own_netns(const Result& r, const std::string& mode)
 
 Result run_probe(const std::vector<std::string>& mode)
 {
-    return cocoon(args({mode, {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", probe(), "netns"}}));
-}
-
-std::string joined(const std::vector<std::string>& words)
-{
-    std::string out;
-    for (const std::string& w : words)
-        out += (out.empty() ? "" : " ") + w;
-    return out;
+    return cocoon(args({mode, {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", netns_probe(), "netns"}}));
 }
 
 TEST(SandboxNetns, TheSandboxsOwnWithLoUp)
 {
-    for (const auto& mode : modes())
-        expect_own_netns(run_probe(mode), joined(mode));
+    for (const auto& mode : netns_modes())
+        expect_own_netns(run_probe(mode), spaced(mode));
 }
 
 // mqueue's mount belongs to the IPC namespace of the process that makes it: the sandbox's, so that
@@ -91,10 +83,10 @@ TEST(SandboxNetns, TheSandboxsOwnWithLoUp)
 // all: the host's IPC namespace is not the sandbox's to mount for).
 TEST(SandboxNetns, MqueueMountIsTheSandboxs)
 {
-    Result r = cocoon(
-        args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue",
-               "sh", "-c"},
-              {"touch /dev/mqueue/cocoon-netns-q && " + probe() + " mq /cocoon-netns-q && " + probe() + " netns"}}));
+    Result r = cocoon(args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--mqueue",
+                             "/dev/mqueue", "sh", "-c"},
+                            {"touch /dev/mqueue/cocoon-netns-q && " + netns_probe() + " mq /cocoon-netns-q && " +
+                             netns_probe() + " netns"}}));
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     std::map<std::string, std::string> got = results(r.out);
     EXPECT_EQ(got["mq"], "ok") << r.out;

@@ -27,7 +27,7 @@ namespace {
 
 // The ways a capable caller runs the same command line: as it is, and (root
 // only) with every capability dropped.
-std::vector<std::vector<std::string>> modes()
+std::vector<std::vector<std::string>> caller_modes()
 {
     if (is_root())
         return {{}, {"--cap-drop", "ALL"}};
@@ -77,7 +77,7 @@ TEST(PlantedLink, ToTheHostRootIsRefused)
 {
     Worktree w;
     w.plant("/");
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         auto before = mount_table();
         Result r = in_sandbox(args({mode, w.binds()}), w.probe());
         expect_refused(r, w, "leads through a symbolic link to the sandbox's root");
@@ -90,7 +90,7 @@ TEST(PlantedLink, ToARelativeParentIsRefused)
     for (const char* target : {"..", "../..", "./../."}) {
         Worktree w;
         w.plant(target);
-        for (const auto& mode : modes()) {
+        for (const auto& mode : caller_modes()) {
             Result r = in_sandbox(args({mode, w.binds()}), w.probe());
             expect_refused(r, w, "leads through a symbolic link to ");
         }
@@ -106,7 +106,7 @@ TEST(PlantedLink, ToAHomeIsRefused)
     TempDir home;
     write_file(home / "id_ed25519", w.secret + "\n");
     w.plant(home.path());
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         Result r = in_sandbox(args({mode, {"--tmpfs", home.path()}, w.binds()}),
                               sh("cat " + w.git() + "/id_ed25519 " + home.path() + "/id_ed25519 2>&1; true"));
         expect_refused(r, w, "leads through a symbolic link to another file than " + w.git() + " is in the sandbox");
@@ -134,7 +134,7 @@ TEST(PlantedLink, AsAnOverlayLayerIsRefused)
 {
     Worktree w;
     w.plant("/");
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         Result r = in_sandbox(
             args({mode, {"--bind", w.wt.path(), w.wt.path(), "--overlay-src", w.git(), "--tmp-overlay", w.git()}}),
             w.probe());
@@ -175,7 +175,7 @@ TEST(PlantedLink, UpAndBackDownOntoADirectoryOfItsOwnPathIsRefused)
     const std::string dest = up + "/" + std::filesystem::path(w.wt.path()).filename().string();
     const auto before = tree(w.wt.path());
     for (const auto& op : std::vector<std::vector<std::string>>{{"--tmpfs", dest}, {"--ro-bind", w.host.path(), dest}})
-        for (const auto& mode : modes()) {
+        for (const auto& mode : caller_modes()) {
             Result r = in_sandbox(args({mode, {"--bind", w.wt.path(), w.wt.path()}, op}), w.probe());
             expect_refused(r, w, dest + " leads through a symbolic link to a directory that contains it");
             EXPECT_EQ(tree(w.wt.path()), before);
@@ -197,7 +197,7 @@ void expect_a_link_in_the_middle_refused(const std::function<Result(const std::f
     ASSERT_EQ(::symlink(home.path().c_str(), sub.c_str()), 0);
     const auto wt_before = tree(w.wt.path()), home_before = tree(home.path());
     for (const std::string& fresh : {home.path(), std::string("/home/agent")})
-        for (const auto& mode : modes()) {
+        for (const auto& mode : caller_modes()) {
             Result r = runner([&] {
                 return in_sandbox(args({mode,
                                         {"--fresh-home", fresh, "--bind", w.wt.path(), w.wt.path(), "--ro-bind",
@@ -223,7 +223,7 @@ TEST(PlantedLink, ALinkToTheSameFileIsBound)
     ASSERT_EQ(::mkdir((w.wt / ".git-real").c_str(), 0755), 0);
     write_file(w.wt / ".git-real/HEAD", "ref: main\n");
     w.plant(".git-real");
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         Result r = in_sandbox(args({mode, w.binds()}),
                               sh("cat " + w.git() + "/HEAD; touch " + w.git() + "/x 2>&1 | grep -c Read-only"));
         EXPECT_EQ(r.code, 0) << r.err;
@@ -236,7 +236,7 @@ TEST(PlantedLink, NoFollowSourcesRefusesAnyLink)
     Worktree w;
     ASSERT_EQ(::mkdir((w.wt / ".git-real").c_str(), 0755), 0);
     w.plant(".git-real");
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         Result r = in_sandbox(args({{"--no-follow-sources"}, mode, w.binds()}), w.probe());
         expect_refused(r, w,
                        "Can't find source path " + w.git() +
@@ -282,7 +282,7 @@ TEST(PlantedLink, RaceWithASwappingWriterNeverExposesTheHost)
         }
     });
     int refused = 0, bound = 0;
-    for (const auto& mode : modes())
+    for (const auto& mode : caller_modes())
         for (int i = 0; i < 25; ++i) {
             Result r = in_sandbox(args({mode, w.binds()}), sh("cat " + w.git() + "/HEAD 2>&1; " + w.probe()[2]));
             EXPECT_FALSE(contains(r.out, w.secret)) << "start " << i << " exposed the host";
@@ -312,7 +312,7 @@ TEST(PlantedLinkWithoutOpenat2, LinksToTheRootAParentOrAHomeAreRefused)
     for (const char* target : {"/", "..", "../..", "./../."}) {
         Worktree w;
         w.plant(target);
-        for (const auto& mode : modes()) {
+        for (const auto& mode : caller_modes()) {
             auto before = mount_table();
             Result r = without_openat2([&] { return in_sandbox(args({mode, w.binds()}), w.probe()); });
             expect_refused(r, w, "leads through a symbolic link to ");
@@ -327,7 +327,7 @@ TEST(PlantedLinkWithoutOpenat2, LinksToTheRootAParentOrAHomeAreRefused)
     TempDir home;
     write_file(home / "id_ed25519", w.secret + "\n");
     w.plant(home.path());
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         Result r = without_openat2([&] {
             return in_sandbox(args({mode, {"--tmpfs", home.path()}, w.binds()}),
                               sh("cat " + w.git() + "/id_ed25519 " + home.path() + "/id_ed25519 2>&1; true"));
@@ -347,7 +347,7 @@ TEST(PlantedLinkWithoutOpenat2, ALinkToTheSameFileIsBoundAndNoFollowSourcesRefus
     ASSERT_EQ(::mkdir((w.wt / ".git-real").c_str(), 0755), 0);
     write_file(w.wt / ".git-real/HEAD", "ref: main\n");
     w.plant(".git-real");
-    for (const auto& mode : modes()) {
+    for (const auto& mode : caller_modes()) {
         Result r = without_openat2([&] {
             return in_sandbox(args({mode, w.binds()}),
                               sh("cat " + w.git() + "/HEAD; touch " + w.git() + "/x 2>&1 | grep -c Read-only"));
@@ -397,7 +397,7 @@ TEST(PlantedLinkWithoutOpenat2, RaceWithASwappingWriterNeverExposesTheHost)
                 ++swaps;
     });
     int refused = 0;
-    for (const auto& mode : modes())
+    for (const auto& mode : caller_modes())
         for (int i = 0; i < 15; ++i) {
             Result r = without_openat2([&] {
                 return in_sandbox(args({mode, w.binds()}), sh("cat " + w.git() + "/HEAD 2>&1; " + w.probe()[2]));

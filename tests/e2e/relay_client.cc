@@ -7,6 +7,7 @@
 
 namespace cocoon::test {
 namespace {
+namespace relay_client {  // its own: the test binaries compile several files as one (COCOON_UNITY_TESTS)
 
 using namespace relay_e2e;
 
@@ -411,5 +412,6 @@ int run_client(const std::string& spec)
 
 [[maybe_unused]] const bool kRelayClient = helper_mode(kHelperEnv, run_client);
 
+}  // namespace relay_client
 }  // namespace
 }  // namespace cocoon::test

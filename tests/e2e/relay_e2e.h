@@ -41,8 +41,6 @@ constexpr long long kTransferBudgetMs = 45000;
 #else
 constexpr long long kTransferBudgetMs = 15000;
 #endif
-// Where tests bind a host directory they share with the in-sandbox client.
-constexpr const char* kShared = "/shared";
 
 // Waits up to 10 s for a file to appear (true), polling every 5 ms.
 inline bool wait_for_file(const std::string& path)

@@ -37,6 +37,8 @@ namespace cocoon::test::relay_e2e {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMiB = 1024 * 1024;
+// Where tests bind a host directory they share with the in-sandbox client.
+constexpr const char* kShared = "/shared";
 
 inline long long ms_since(Clock::time_point start)
 {

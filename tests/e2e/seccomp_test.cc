@@ -28,7 +28,7 @@
 namespace cocoon::test {
 namespace {
 
-std::string probe()
+std::string seccomp_probe()
 {
     return sibling_binary("cocoon_seccomp_probe");
 }
@@ -36,7 +36,7 @@ std::string probe()
 std::vector<std::string> sandbox(const std::vector<std::string>& extra = {})
 {
     return args({minimal_root(),
-                 {"--unshare-all", "--proc", "/proc", "--dev", "/dev", "--ro-bind", probe(), "/probe"},
+                 {"--unshare-all", "--proc", "/proc", "--dev", "/dev", "--ro-bind", seccomp_probe(), "/probe"},
                  no_caps(),
                  extra});
 }
@@ -47,7 +47,7 @@ std::vector<std::string> sandbox(const std::vector<std::string>& extra = {})
 bool i386_abi_works()
 {
     static const bool works = [] {
-        const bool ok = run({probe(), "i386"}).code == 0;
+        const bool ok = run({seccomp_probe(), "i386"}).code == 0;
         if (!ok)
             std::printf("note: int $0x80 ends in SIGSEGV on this host, outside any sandbox too: the i386 "
                         "ABI cannot be tried here\n");
@@ -64,7 +64,7 @@ std::string keyctl_i386_should_be(const std::string& want)
 
 class DefaultPolicy : public ::testing::Test {
 protected:
-    void SetUp() override { ASSERT_EQ(::access(probe().c_str(), X_OK), 0) << probe() << " is missing"; }
+    void SetUp() override { ASSERT_EQ(::access(seccomp_probe().c_str(), X_OK), 0) << seccomp_probe() << " is missing"; }
 };
 
 TEST_F(DefaultPolicy, RefusedCallsFailWithEperm)
@@ -134,7 +134,7 @@ Result setid_attempts(const std::string& dir, const std::vector<std::string>& op
     for (const std::string& w :
          args({minimal_root(),
                {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "04755", "--file", "3", "/tmp/suid",
-                "--ro-bind", probe(), "/probe", "--bind", dir, "/wt"},
+                "--ro-bind", seccomp_probe(), "/probe", "--bind", dir, "/wt"},
                options,
                {"/probe", "setid", "/wt", "/tmp/suid"}}))
         script += " '" + w + "'";
@@ -379,7 +379,8 @@ TEST_F(DefaultPolicy, TheCallersFilterStacksOnIt)
 TEST_F(DefaultPolicy, TheCommandGetsANewEmptySessionKeyring)
 {
     const std::string inner = "/probe keyring \"$COCOON_KEY\"; /probe plant";
-    Result r = run(args({{probe(), "hostkey", cocoon_bin()}, sandbox({"--no-default-seccomp"}), {"sh", "-c", inner}}));
+    Result r =
+        run(args({{seccomp_probe(), "hostkey", cocoon_bin()}, sandbox({"--no-default-seccomp"}), {"sh", "-c", inner}}));
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     auto got = results(r.out);
     // "host key ID session SID"

@@ -5,7 +5,7 @@
 using namespace cocoon;
 using namespace cocoon::relay_test;
 
-namespace {
+namespace cocoon::relay_test {  // named: a field of RelayTest::Retrying has its type (COCOON_UNITY_TESTS)
 
 // A target in another process, as the relay worker's (relay/worker.cc): connect() only asks; the
 // answers come later, through Relay::connected on the relay's thread, each connected to the pinned
@@ -56,10 +56,6 @@ bool carries(int client, int server, const std::string& message)
     return send_all(server, message.data(), message.size()) &&
            recv_exact(client, got.data(), got.size()) == got.size() && got == message;
 }
-
-}  // namespace
-
-namespace cocoon::relay_test {
 
 // A proxy listening with `backlog` on socket_path() (0: one connection that nobody accepts fills
 // it, and the next connect is EAGAIN), a relay to it whose messages go to `log`, and the relay's
