@@ -30,13 +30,13 @@ namespace {
 
 using namespace relay_e2e;
 
-constexpr uint16_t kEgressPort = 3132;
-const std::string kEgressPortText = std::to_string(kEgressPort);
-constexpr const char* kClientEnv = "COCOON_E2E_EGRESS_LOG_CLIENT";
+constexpr uint16_t kLogEgressPort = 3132;
+const std::string kLogEgressPortText = std::to_string(kLogEgressPort);
+constexpr const char* kLogClientEnv = "COCOON_E2E_EGRESS_LOG_CLIENT";
 
 // ---- The in-sandbox client ----------------------------------------------------------------------
 // Bound into a sandbox as /helper with COCOON_E2E_EGRESS_LOG_CLIENT="MODE ARGS...", this binary
-// is a client of --egress on 127.0.0.1:kEgressPort; it prints what it saw and exits 0 when it
+// is a client of --egress on 127.0.0.1:kLogEgressPort; it prints what it saw and exits 0 when it
 // could run.
 
 std::string status_line(const std::string& answer)
@@ -47,7 +47,7 @@ std::string status_line(const std::string& answer)
 // One request on a fresh connection; the answer's status line (read to EOF).
 std::string exchange(const std::string& request)
 {
-    UniqueFd fd = connect_tcp("127.0.0.1", kEgressPort);
+    UniqueFd fd = connect_tcp("127.0.0.1", kLogEgressPort);
     if (!fd || !send_all(fd.get(), request))
         return "(no connection)";
     std::string got;
@@ -73,7 +73,7 @@ int client_results(uint16_t open, uint16_t closed)
 // A CONNECT tunnel to 127.0.0.1:`port` (an echo target) through --egress that echoed `text`.
 UniqueFd echo_tunnel(const std::string& host, uint16_t port, const std::string& text)
 {
-    UniqueFd fd = connect_tcp("127.0.0.1", kEgressPort);
+    UniqueFd fd = connect_tcp("127.0.0.1", kLogEgressPort);
     if (!fd || !send_all(fd.get(), "CONNECT " + host + ":" + std::to_string(port) + " HTTP/1.1\r\n\r\n"))
         return UniqueFd();
     std::string head;
@@ -130,7 +130,7 @@ int run_client(const std::string& spec)
     return 2;
 }
 
-[[maybe_unused]] const bool kEgressLogClient = helper_mode(kClientEnv, run_client);
+[[maybe_unused]] const bool kEgressLogClient = helper_mode(kLogClientEnv, run_client);
 
 // ---- Tests --------------------------------------------------------------------------------------
 
@@ -158,11 +158,11 @@ class EgressLog : public ::testing::Test {
 protected:
     std::vector<std::string> sandbox(const std::vector<std::string>& allow, const std::string& spec) const
     {
-        std::vector<std::string> out =
-            args({minimal_root(), {"--ro-bind",     "/etc",     "/etc",      "--unshare-all", "--proc",       "/proc",
-                                   "--dev",         "/dev",     "--ro-bind", m_helper,        "/helper",      "--bind",
-                                   m_shared.path(), kShared,    "--egress",  kEgressPortText, "--egress-log", "3",
-                                   "--setenv",      kClientEnv, spec}});
+        std::vector<std::string> out = args(
+            {minimal_root(), {"--ro-bind",     "/etc",        "/etc",      "--unshare-all",    "--proc",       "/proc",
+                              "--dev",         "/dev",        "--ro-bind", m_helper,           "/helper",      "--bind",
+                              m_shared.path(), kShared,       "--egress",  kLogEgressPortText, "--egress-log", "3",
+                              "--setenv",      kLogClientEnv, spec}});
         for (const std::string& pattern : allow)
             out.insert(out.end(), {"--egress-allow", pattern});
         return args({out, {"/helper"}});

@@ -4,7 +4,7 @@
 // in-sandbox client (a helper mode, COCOON_E2E_BUFFERS).
 //
 // What is measured: the bytes queued in the relay's TCP sockets (the ones it accepted, local port
-// kPort), read by the client from /proc/net/tcp inside the sandbox: tx_queue (written, not yet
+// kBuffersPort), read by the client from /proc/net/tcp inside the sandbox: tx_queue (written, not yet
 // acknowledged by the reader) plus rx_queue (received, not yet read by the relay). The accepted
 // sockets live in the sandbox's network namespace, so that file lists this sandbox's sockets and
 // nothing else: the figure does not move with what other tests or users do on a shared machine,
@@ -37,8 +37,8 @@ namespace {
 
 using namespace relay_e2e;
 
-constexpr uint16_t kPort = 3128;
-constexpr const char* kHelperEnv = "COCOON_E2E_BUFFERS";
+constexpr uint16_t kBuffersPort = 3128;
+constexpr const char* kBuffersHelperEnv = "COCOON_E2E_BUFFERS";
 constexpr size_t kConnections = 300;
 // The most one relayed TCP socket may hold, both queues together. The relay sets SO_SNDBUF and
 // SO_RCVBUF to 256 KiB, which the kernel doubles: 512 KiB of send queue, and a receive window
@@ -74,11 +74,11 @@ Queues read_queues()
             const size_t colon = queues.find(':');
             const uint64_t bytes =
                 std::stoull(queues.substr(0, colon), nullptr, 16) + std::stoull(queues.substr(colon + 1), nullptr, 16);
-            if (port(local) == kPort) {
+            if (port(local) == kBuffersPort) {
                 ++q.relay_sockets;
                 q.relay_sum += bytes;
                 q.relay_max = std::max(q.relay_max, bytes);
-            } else if (port(remote) == kPort) {
+            } else if (port(remote) == kBuffersPort) {
                 ++q.client_sockets;
                 q.client_sum += bytes;
                 q.client_max = std::max(q.client_max, bytes);
@@ -125,7 +125,7 @@ std::vector<UniqueFd> open_connections(size_t count)
     raise_nofile();
     std::vector<UniqueFd> conns;
     for (size_t i = 0; i < count; ++i) {
-        UniqueFd fd = connect_tcp("127.0.0.1", kPort);
+        UniqueFd fd = connect_tcp("127.0.0.1", kBuffersPort);
         if (!fd)
             break;
         conns.push_back(std::move(fd));
@@ -172,22 +172,23 @@ int run_client(const std::string& spec)
     return 2;
 }
 
-[[maybe_unused]] const bool kBuffersClient = helper_mode(kHelperEnv, run_client);
+[[maybe_unused]] const bool kBuffersClient = helper_mode(kBuffersHelperEnv, run_client);
 
 // ---- Tests --------------------------------------------------------------------------------------
 
 class RelayBuffers : public ::testing::Test {
 protected:
-    // The client `spec` in a sandbox with its own network and the relay of kPort to m_socket;
+    // The client `spec` in a sandbox with its own network and the relay of kBuffersPort to m_socket;
     // its "NAME VALUE" lines.
     std::map<std::string, std::string> attack(const std::string& spec)
     {
         raise_nofile();
-        Result r = run(args({{cocoon_bin()},
-                             minimal_root(),
-                             {"--unshare-all", "--proc", "/proc", "--dev", "/dev", "--relay", std::to_string(kPort),
-                              m_socket, "--ro-bind", self_exe(), "/helper", "--setenv", kHelperEnv, spec, "/helper"}}),
-                       "", 60000);
+        Result r =
+            run(args({{cocoon_bin()},
+                      minimal_root(),
+                      {"--unshare-all", "--proc", "/proc", "--dev", "/dev", "--relay", std::to_string(kBuffersPort),
+                       m_socket, "--ro-bind", self_exe(), "/helper", "--setenv", kBuffersHelperEnv, spec, "/helper"}}),
+                "", 60000);
         EXPECT_EQ(r.code, 0) << r.out << r.err;
         std::printf("%s", r.out.c_str());
         return results(r.out);

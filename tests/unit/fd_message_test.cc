@@ -22,7 +22,7 @@ struct Msg {
     uint32_t index = 0;
 };
 
-size_t open_fds()
+size_t count_open_fds()
 {
     size_t n = 0;
     for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
@@ -70,65 +70,65 @@ bool send_with_fds(int sock, const Msg& msg, size_t count)
 TEST(FdMessage, AMessageWithoutAnFdLeavesTheSlotEmpty)
 {
     Pair pair;
-    const size_t before = open_fds();
+    const size_t before = count_open_fds();
     ASSERT_TRUE(send_with_fds(pair.a.get(), Msg{7, 1}, 0));
     Msg msg;
     UniqueFd fd;
     EXPECT_EQ(receive_msg(pair.b.get(), msg, std::span(&fd, 1)), 0);
     EXPECT_FALSE(fd);
     EXPECT_EQ(msg.kind, 7u);
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(count_open_fds(), before);
 }
 
 TEST(FdMessage, TheOneFdExpectedIsKept)
 {
     Pair pair;
-    const size_t before = open_fds();
+    const size_t before = count_open_fds();
     ASSERT_TRUE(send_with_fds(pair.a.get(), Msg{1, 2}, 1));
     Msg msg;
     UniqueFd fd;
     EXPECT_EQ(receive_msg(pair.b.get(), msg, std::span(&fd, 1)), 0);
     ASSERT_TRUE(fd);
     EXPECT_EQ(msg.index, 2u);
-    EXPECT_EQ(open_fds(), before + 1);
+    EXPECT_EQ(count_open_fds(), before + 1);
     EXPECT_TRUE(::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC);
     fd.reset();
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(count_open_fds(), before);
 }
 
 // Security: a peer cannot fill the receiver's fd table with fds it did not ask for.
 TEST(FdMessage, TwoFdsWhereOneIsExpectedAreBothClosedAndTheMessageRefused)
 {
     Pair pair;
-    const size_t before = open_fds();
+    const size_t before = count_open_fds();
     ASSERT_TRUE(send_with_fds(pair.a.get(), Msg{1, 2}, 2));
     Msg msg;
     UniqueFd fd;
     EXPECT_EQ(receive_msg(pair.b.get(), msg, std::span(&fd, 1)), EBADMSG);
     EXPECT_FALSE(fd);
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(count_open_fds(), before);
 }
 
 TEST(FdMessage, AnFdWhereNoneIsExpectedIsClosedAndTheMessageRefused)
 {
     Pair pair;
-    const size_t before = open_fds();
+    const size_t before = count_open_fds();
     ASSERT_TRUE(send_with_fds(pair.a.get(), Msg{1, 2}, 1));
     Msg msg;
     EXPECT_EQ(receive_msg(pair.b.get(), msg, {}), EBADMSG);
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(count_open_fds(), before);
 }
 
 TEST(FdMessage, ManyFdsPastTheControlBufferAreNotKept)
 {
     Pair pair;
-    const size_t before = open_fds();
+    const size_t before = count_open_fds();
     ASSERT_TRUE(send_with_fds(pair.a.get(), Msg{1, 2}, 8));
     Msg msg;
     UniqueFd fd;
     EXPECT_EQ(receive_msg(pair.b.get(), msg, std::span(&fd, 1)), EBADMSG);
     EXPECT_FALSE(fd);
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(count_open_fds(), before);
 }
 
 TEST(FdMessage, AMessageOfAnotherSizeIsRefused)
@@ -150,11 +150,11 @@ TEST(FdMessage, AnEndShutForReadingTakesNoMessageNorFd)
 {
     Pair pair;
     ASSERT_EQ(::shutdown(pair.a.get(), SHUT_RD), 0);
-    const size_t before = open_fds();
+    const size_t before = count_open_fds();
     errno = 0;
     EXPECT_FALSE(send_with_fds(pair.b.get(), Msg{1, 2}, 2));
     EXPECT_EQ(errno, EPIPE);
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(count_open_fds(), before);
     // The other way still carries its fd.
     ASSERT_TRUE(send_with_fds(pair.a.get(), Msg{1, 2}, 1));
     Msg msg;
