@@ -166,7 +166,8 @@ static void make_root(void)
     }
 }
 
-/* clone3 called as vfork is: the caller's return address is held in rdx across the call (the
+/* (ns/setup/spawn.cc's cocoon_clone3 does the same; this yardstick is built apart from cocoon.)
+ * clone3 called as vfork is: the caller's return address is held in rdx across the call (the
  * kernel keeps it, and copies it to the child), not on the stack the child returns on first and
  * then overwrites; each puts it back before its own return. x86_64, without a shadow stack. */
 long vfork_clone3(struct clone_args* args, size_t size);
@@ -266,6 +267,26 @@ static int child(void* arg)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* The sandbox's own cgroup removed, the leaf first: it empties as its last process is reaped, and
+ * removal waits for that (a bounded while). The caller's process only: nothing is left on the host. */
+static void remove_cgroup(void)
+{
+    if (cgroup_dir < 0)
+        return;
+    for (int tries = 0; unlinkat(cgroup_dir, "command", AT_REMOVEDIR) < 0 && errno == EBUSY && tries < 1000000; tries++) {
+    }
+    rmdir(cgroup_path);
+}
+
+/* must, in the caller's process once the cgroup may exist: removed before the exit. */
+static void must_here(int ok, int step)
+{
+    if (!ok) {
+        remove_cgroup();
+        _exit(step);
+    }
+}
+
 /* cocoon-a, cocoon-b: the caller's cgroup v2 (/proc/self/cgroup's "0::" line, under the mount
  * FLOOR_CGROUP2 names); where the caller may write it, a cgroup of the sandbox's own there, with at
  * most 64 descendants, and the command's leaf below it. Left in cgroup_path for its removal. */
@@ -290,12 +311,14 @@ static void make_cgroup(void)
     snprintf(cgroup_path, sizeof cgroup_path, "%s/floor-%d", dir, getpid());
     must(mkdir(cgroup_path, 0755) == 0, 65);
     cgroup_dir = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    must(cgroup_dir >= 0 && mkdirat(cgroup_dir, "command", 0755) == 0, 66);
+    if (cgroup_dir < 0)
+        rmdir(cgroup_path);
+    must_here(cgroup_dir >= 0 && mkdirat(cgroup_dir, "command", 0755) == 0, 66);
     int max = openat(cgroup_dir, "cgroup.max.descendants", O_WRONLY | O_CLOEXEC);
-    must(max >= 0 && write(max, "64", 2) == 2, 67);
+    must_here(max >= 0 && write(max, "64", 2) == 2, 67);
     close(max);
     cgroup_leaf = openat(cgroup_dir, "command", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    must(cgroup_leaf >= 0, 68);
+    must_here(cgroup_leaf >= 0, 68);
 }
 
 int main(int argc, char** argv)
@@ -319,15 +342,11 @@ int main(int argc, char** argv)
     pid_t pid = clone(child, stack + sizeof stack, flags, NULL);
     if (pid < 0) {
         perror("floor_dev: clone");
+        remove_cgroup();
         return 1;
     }
     int status;
     waitpid(pid, &status, 0);
-    if (cgroup_dir >= 0) {
-        /* The leaf empties as its last process is reaped; removal waits for that. */
-        while (unlinkat(cgroup_dir, "command", AT_REMOVEDIR) < 0 && errno == EBUSY) {
-        }
-        rmdir(cgroup_path);
-    }
+    remove_cgroup();
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
