@@ -217,6 +217,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         logins = LoginFiles();
         terminals.forget();
     };
+    ctx.pin.batch_for_clone();
     sys::Cloned first = start_first_process(plan, ctx, fds.sandbox, {sock.get(), child_sock.get(), first_cgroup},
                                             report, in_helper, [&] { cgroup.close_in_child(); });
     // The first process sets up on this CPU; what the monitor does meanwhile runs on another.

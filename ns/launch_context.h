@@ -58,21 +58,46 @@ public:
     void step_aside() const
     {
         const int cpu = ::sched_getcpu();
-        if (!m_caller || cpu < 0)
-            return;
-        cpu_set_t others = *m_caller;
-        CPU_CLR(cpu, &others);
-        if (CPU_COUNT(&others) > 0)
-            ::sched_setaffinity(0, sizeof others, &others);
+        if (m_caller && cpu >= 0) {
+            cpu_set_t others = *m_caller;
+            CPU_CLR(cpu, &others);
+            if (CPU_COUNT(&others) > 0)
+                ::sched_setaffinity(0, sizeof others, &others);
+        }
+        leave_batch();
+    }
+    // Start-up speed: from just before the clone of the first process until the monitor has
+    // stepped aside, the monitor runs as SCHED_BATCH, which the first process inherits and leaves
+    // first thing (leave_batch in child_main). A SCHED_OTHER task woken on this CPU preempts the
+    // one that woke it: the first process, new here, ran on until its first sleep (0.4-0.5 ms of
+    // set-up) before the monitor could step aside, and the monitor's work beside set-up waited
+    // that long. A SCHED_BATCH task preempts no one on wakeup. Only from SCHED_OTHER (a caller's
+    // SCHED_IDLE, real-time policy or reset-on-fork flag stays as it is): to SCHED_BATCH and back
+    // needs no privilege, and keeps the nice value.
+    void batch_for_clone()
+    {
+        const sched_param none{};
+        m_batch = ::sched_getscheduler(0) == SCHED_OTHER && ::sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+    }
+    // The policy the caller had, back: in the monitor once aside, in the first process at its start
+    // (it runs set-up and forks the command as SCHED_OTHER).
+    void leave_batch() const
+    {
+        const sched_param none{};
+        if (m_batch)
+            ::sched_setscheduler(0, SCHED_OTHER, &none);
+        m_batch = false;
     }
     void release()
     {
+        leave_batch();  // where the clone failed before the monitor stepped aside
         restore();
         m_caller.reset();
     }
 
 private:
     std::optional<cpu_set_t> m_caller;
+    mutable bool m_batch = false;  // cleared by leave_batch, in each process for itself
 };
 
 // The command's cgroup leaf as the first process has it: the fds are the monitor's (inherited at

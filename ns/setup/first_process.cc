@@ -576,6 +576,7 @@ void take_terminal()
 
 [[noreturn]] void child_main(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds fds, bool report, int sock)
 {
+    ctx.pin.leave_batch();
     Setup s{plan, ctx, std::move(fds), report, sock, {}, {}, {}};
 #ifdef COCOON_TEST_HOOKS
     g_setup_hook = test_hook::setup_hook_from_env();
