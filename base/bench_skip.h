@@ -19,12 +19,13 @@ enum class Skip {
     DevShm,  // --dev's /dev/shm tmpfs (mount/plan.cc)
     Terminal,  // saving the caller's terminals (ns/monitor/terminal.cc)
     ProcCovers,  // covering /proc/keys and the like (mount/apply.cc)
+    NetnsBeside,  // the network namespace made beside set-up, not by the clone (ns/launch.cc)
 };
 
 #ifdef COCOON_BENCH_SKIPS
 inline bool skips(Skip s)
 {
-    static const char* const kNames[] = {"cgroup", "tmpfs-fit", "dev-shm", "terminal", "proc-covers"};
+    static const char* const kNames[] = {"cgroup", "tmpfs-fit", "dev-shm", "terminal", "proc-covers", "netns-beside"};
     const char* asked = std::getenv("COCOON_BENCH_SKIP");
     for (std::string_view rest = asked ? asked : ""; !rest.empty();) {
         const size_t comma = rest.find(',');

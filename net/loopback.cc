@@ -1,7 +1,7 @@
 // Bringing lo up in a new network namespace: the SIOCSIFFLAGS ioctl, with
-// rtnetlink via libnl-route as the fallback. Runs in the sandbox's first
-// process, before privileges drop.
-// Runs in: setup.
+// rtnetlink via libnl-route as the fallback, before privileges drop.
+// Runs in: monitor, setup: the first process, and loopback_up_quietly in the monitor's network
+//  namespace helper (ns/launch.cc), in the sandbox's user namespace.
 #include "net/loopback.h"
 
 #include <net/if.h>
@@ -102,6 +102,17 @@ short loopback_up_ioctl()
     check(::ioctl(sock.get(), SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
     check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
     return req.ifr_flags;
+}
+
+bool loopback_up_quietly(int sock) noexcept
+{
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    if (::ioctl(sock, SIOCGIFFLAGS, &req) < 0)
+        return false;
+    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
+    return ::ioctl(sock, SIOCSIFFLAGS, &req) == 0 && ::ioctl(sock, SIOCGIFFLAGS, &req) == 0 &&
+           (req.ifr_flags & IFF_UP) && (req.ifr_flags & IFF_RUNNING);
 }
 
 bool loopback_is_up()

@@ -1,6 +1,7 @@
-// Network namespace setup: bringing lo up. Runs in the sandbox's first process,
-// inside its new network namespace, with CAP_NET_ADMIN over it.
-// Runs in: setup.
+// Network namespace setup: bringing lo up, inside the sandbox's new network namespace, with
+// CAP_NET_ADMIN over it.
+// Runs in: monitor, setup: in the first process, or where the monitor's helper made the namespace
+//  (ns/launch.cc), the ioctl way there first.
 #pragma once
 
 #include <string>
@@ -17,6 +18,12 @@ void loopback_up();
 // and returns lo's flags as the kernel reports them afterwards.
 void loopback_up_netlink();
 short loopback_up_ioctl();
+
+// The ioctl way for a caller that may not throw or allocate (ns/launch.cc's helper, which makes
+// the network namespace as a vfork-style child of the monitor): sets IFF_UP on lo through sock, an
+// AF_INET socket of the namespace. True when lo is then up and running; where it is not, the first
+// process runs loopback_up() once it has joined the namespace, with its fallback and errors.
+bool loopback_up_quietly(int sock) noexcept;
 
 // True when lo is up and running.
 bool loopback_is_up();

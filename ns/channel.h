@@ -60,10 +60,16 @@ constexpr char kLeftoversAnswer = 'K';
 // The monitor's one message to the first process about the command's cgroup, where the sandbox's
 // cgroup is made while set-up runs (a cgroup nobody asked for: ns/launch.cc). It carries the leaf
 // (the fd PID 2 is cloned into) and its cgroup.procs, or no fd where no cgroup was made; and
-// whether PID 2 sends the monitor its pidfd (ns/monitor/command_watch.h).
+// whether PID 2 sends the monitor its pidfd (ns/monitor/command_watch.h). Where the network
+// namespace is made beside set-up too (LaunchContext::netns_beside), netns says how it came out:
+// made (its fd last; lo_up: whether lo came up in it), or not (the helper failed: the first process
+// makes it itself).
 struct CommandCgroupMsg {
+    static constexpr uint8_t kNetnsFd = 1, kNetnsMakeIt = 2;
     char kind = 'C';
     uint8_t send_pidfd = 0;
+    uint8_t netns = 0;  // 0: not made beside set-up
+    uint8_t lo_up = 0;
 };
 // Listeners for the relay worker, made in the sandbox's network namespace
 // (SCM_RIGHTS). kind: Wire::RelayListener (index: the --relay's, in

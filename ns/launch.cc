@@ -8,7 +8,10 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +34,8 @@
 #include "ns/launch_context.h"
 #include "ns/monitor/monitor.h"
 #include "ns/monitor/terminal.h"
+#include "ns/setup/spawn.h"
+#include "net/loopback.h"
 #include "relay/fd_message.h"
 
 namespace cocoon::ns {
@@ -76,7 +81,7 @@ struct FirstProcessFds {
 // the joining helper keeps until it has cloned.
 sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx, SandboxFds& sandbox,
                                 FirstProcessFds fds, bool report, const std::function<void()>& in_helper,
-                                const std::function<void()>& close_cgroup)
+                                const std::function<void()>& close_cgroup, unsigned long long clone_flags)
 {
     if (sandbox.userns || sandbox.pidns) {
         JoinedChild joined = clone_in_joined_namespaces(plan, sandbox, fds.child_sock, fds.cgroup, in_helper, [&] {
@@ -93,7 +98,7 @@ sys::Cloned start_first_process(const LaunchPlan& plan, const LaunchContext& ctx
         }
         return sys::Cloned{joined.pid, std::move(joined.pidfd)};
     }
-    sys::Cloned first = clone_first_process(plan.clone_flags, fds.cgroup, sandbox);
+    sys::Cloned first = clone_first_process(clone_flags, fds.cgroup, sandbox);
     if (first.pid == 0) {
         in_helper();
         close_cgroup();
@@ -116,18 +121,112 @@ void write_host_user_maps(const LaunchPlan& plan, const sys::Cloned& first, int 
     }
 }
 
+// The sandbox's network namespace as make_netns_beside leaves it.
+struct NetnsMade {
+    UniqueFd fd;
+    bool lo_up = false;
+    unsigned long long inode = 0;  // for the namespace report (ns/monitor/monitor.cc)
+};
+
+// What the helper writes back, through a pipe: the shared memory of a vfork-style child is not
+// shared in a sanitizer build, where cocoon_clone3 forks (ns/setup/spawn.cc).
+struct NetnsHelperResult {
+    int fd = -1;  // the namespace's, in the fd table the helper shares with the monitor
+    int failed_step = 0;  // 0: none failed; else 1 setns, 2 unshare, 3 socket, 4 SIOCGSKNS
+    bool lo_up = false;
+};
+
+// The helper, as the child of a vfork-style clone3: system calls only, its result written to
+// result_fd. A function of its own (not inlined), so that its locals lie below the frame of the
+// monitor's, which it shares.
+[[noreturn]] __attribute__((noinline)) void netns_helper_main(int user, int result_fd)
+{
+    NetnsHelperResult r;
+    int sock = -1;
+    if (user >= 0 && ::setns(user, CLONE_NEWUSER) < 0)
+        r.failed_step = 1;
+    else if (::unshare(CLONE_NEWNET) < 0)
+        r.failed_step = 2;
+    else if ((sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+        r.failed_step = 3;
+    else if (r.lo_up = net::loopback_up_quietly(sock), (r.fd = ::ioctl(sock, SIOCGSKNS)) < 0)
+        r.failed_step = 4;
+    if (sock >= 0)
+        ::close(sock);
+    ::_exit(::write(result_fd, &r, sizeof r) == sizeof r ? 0 : 1);
+}
+
+// Start-up speed: making a network namespace is most of what a clone with every namespace costs
+// (here 0.34 ms of ~0.5 ms: the loopback device, its sysctl and proc entries, IPv6's tables). So
+// the first process is cloned without one, and this helper makes it while set-up runs on the other
+// CPU: a vfork-style child of the monitor (its memory and fd table shared, the monitor stopped
+// until it exits). It joins the sandbox's user namespace where there is one (which then owns the
+// network namespace, as after a clone with both), makes the namespace, brings lo up by the ioctl
+// and leaves the namespace's fd in the shared table. The first process joins it before it forks
+// the command (command_cgroup_from_monitor). Measured: tools/bench/startup, ARCHITECTURE.md.
+// Security: the helper holds the monitor's memory and fds and, in the sandbox's user namespace,
+// its every capability; nothing of the sandbox's can reach it. The command does not exist until
+// the first process has the namespace, which the monitor sends only once the helper has exited and
+// been reaped; the first process is cocoon's own code. The helper runs system calls only: nothing
+// that throws or allocates in the memory it shares.
+// A helper that fails, whatever the cause (a security module that refuses its setns through the
+// pidfd, a seccomp filter that refuses setns or unshare, no network namespace left), leaves the
+// namespace to the first process, which makes it as the clone did, on set-up's path (kNetnsMakeIt):
+// its error, if it fails too, is the run's. A report then names no net-namespace (the monitor does
+// not know it, and the first process's report went out at its start).
+NetnsMade make_netns_beside(const LaunchPlan& plan, const sys::Cloned& first)
+{
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) < 0)
+        return {};
+    UniqueFd read_end(out[0]), write_end(out[1]);
+    const int result_fd = write_end.get(), user = (plan.clone_flags & CLONE_NEWUSER) ? first.pidfd.get() : -1;
+    clone_args args{};
+    args.flags = CLONE_VM | CLONE_VFORK | CLONE_FILES;
+    args.exit_signal = SIGCHLD;
+    const long helper = cocoon_clone3(&args, sizeof args);
+    if (helper == 0)
+        netns_helper_main(user, result_fd);
+    if (helper < 0)
+        return {};
+    write_end.reset();
+    while (::waitpid(static_cast<pid_t>(helper), nullptr, 0) < 0 && errno == EINTR) {}
+    NetnsHelperResult r;
+    if (::read(read_end.get(), &r, sizeof r) != sizeof r || r.failed_step != 0)
+        return {};
+    NetnsMade made{UniqueFd(r.fd), r.lo_up, 0};
+    struct stat st {};
+    if (::fstat(made.fd.get(), &st) == 0)
+        made.inode = st.st_ino;
+    return made;
+}
+
 // The work the monitor does on another CPU (CpuPin::step_aside) while the first process sets up:
 // the sandbox's cgroup looked up and made (cgroup_channel: LaunchContext::command_cgroup_channel),
 // its leaf sent to the first process (no fd: the caller may make no cgroup here).
 SandboxCgroup work_beside_setup(const LaunchPlan& plan, const sys::Cloned& first, int cgroup_channel, bool report,
-                                bool worker)
+                                bool worker, NetnsMade* netns)
 {
     try {
+        if (netns)
+            *netns = make_netns_beside(plan, first);
         SandboxCgroup cgroup = SandboxCgroup::make(plan.process.cgroup, report, plan.log_prefix, worker);
-        const int fds[] = {cgroup.command_fd(), cgroup.command_procs_fd()};
-        const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable())};
+        int fds[3];
+        size_t count = 0;
+        if (cgroup.command_fd() >= 0) {
+            fds[count++] = cgroup.command_fd();
+            fds[count++] = cgroup.command_procs_fd();
+        }
+        if (netns && netns->fd)
+            fds[count++] = netns->fd.get();
+        const uint8_t netns_kind = !netns ? 0 : netns->fd ? CommandCgroupMsg::kNetnsFd : CommandCgroupMsg::kNetnsMakeIt;
+        const CommandCgroupMsg msg{.send_pidfd = static_cast<uint8_t>(cgroup.pid1_movable()),
+                                   .netns = netns_kind,
+                                   .lo_up = static_cast<uint8_t>(netns && netns->lo_up)};
         // Not sent only where the first process is gone: it failed, and the channel says why.
-        (void)relay::send_msg(cgroup_channel, msg, std::span<const int>(fds, cgroup.command_fd() >= 0 ? 2 : 0));
+        (void)relay::send_msg(cgroup_channel, msg, std::span<const int>(fds, count));
+        if (netns)
+            netns->fd.reset();  // the sandbox's from here on
         return cgroup;
     } catch (...) {
         kill_and_reap(first.pidfd.get());
@@ -193,6 +292,11 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         child_cgroup_channel.reset(sv[1]);
         ctx.command_cgroup_channel = sv[1];
     }
+    // The network namespace is made beside set-up too (make_netns_beside) where the first process
+    // needs it only before it forks the command: not for --relay or --egress, whose listeners it
+    // makes in it early, nor --userns2, joined after set-up.
+    ctx.netns_beside = cgroup_channel && (plan.clone_flags & CLONE_NEWNET) && plan.process.relays.empty() &&
+                       !plan.process.egress && !fds.sandbox.userns2 && !bench::skips(bench::Skip::NetnsBeside);
     // Otherwise the sandbox's cgroup, limits set, before the first process exists (and the
     // worker's leaf).
     SandboxCgroup cgroup;
@@ -218,16 +322,19 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         terminals.forget();
     };
     ctx.pin.batch_for_clone();
-    sys::Cloned first = start_first_process(plan, ctx, fds.sandbox, {sock.get(), child_sock.get(), first_cgroup},
-                                            report, in_helper, [&] { cgroup.close_in_child(); });
+    sys::Cloned first = start_first_process(
+        plan, ctx, fds.sandbox, {sock.get(), child_sock.get(), first_cgroup}, report, in_helper,
+        [&] { cgroup.close_in_child(); }, plan.clone_flags & ~(ctx.netns_beside ? CLONE_NEWNET : 0ull));
     // The first process sets up on this CPU; what the monitor does meanwhile runs on another.
     ctx.pin.step_aside();
     child_sock.reset();
     child_cgroup_channel.reset();
     if (plan.host_user)
         write_host_user_maps(plan, first, sock.get());
+    NetnsMade netns;
     if (cgroup_channel) {
-        cgroup = work_beside_setup(plan, first, cgroup_channel.get(), json_status, worker);
+        cgroup = work_beside_setup(plan, first, cgroup_channel.get(), json_status, worker,
+                                   ctx.netns_beside ? &netns : nullptr);
         cgroup_channel.reset();
     }
     // The sandbox has its own copies. The monitor keeps none (as bwrap's), so
@@ -240,7 +347,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     int code;
     try {
         code = monitor({plan, first.pid, first.pidfd.get(), std::move(sock), std::move(parent), std::move(fds.monitor),
-                        usage, cgroup, std::move(logins), terminals});
+                        usage, cgroup, std::move(logins), terminals, netns.inode});
     } catch (...) {
         // After a setup error the sandbox is gone already; the signal then
         // finds nothing.

@@ -122,6 +122,10 @@ struct LaunchContext {
     // the message would leave it unread, and the kernel then resets the monitor's reads there,
     // losing the error set-up sent.
     int command_cgroup_channel = -1;
+    // The sandbox's network namespace is made beside set-up (ns/launch.cc, make_netns_beside): the
+    // first process was cloned without one and joins it from the same message, before it forks the
+    // command; until then lo is not its to bring up, nor the namespace its to report.
+    bool netns_beside = false;
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 

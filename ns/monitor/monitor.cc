@@ -147,6 +147,9 @@ void take_message(Message& msg, Supervised& s, SetupState& state)
             (void)::send(s.sock.get(), &kLeftoversAnswer, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         }
     } else if (auto* ns = std::get_if<NamespacesMsg>(&msg)) {
+        for (size_t i = 0; i < kReportedNamespaces.size(); ++i)
+            if (kReportedNamespaces[i].clone_flag == CLONE_NEWNET && s.netns_inode)
+                ns->inodes[i] = s.netns_inode;
         report(state.warnings, s.reports.info.get(), "--info-fd", namespace_report(s.pid, *ns, true));
         report(state.warnings, s.reports.json_status.get(), "--json-status-fd", namespace_report(s.pid, *ns, false));
     } else if (auto* listeners = std::get_if<ListenersMsg>(&msg)) {

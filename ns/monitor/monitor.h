@@ -31,6 +31,9 @@ struct Supervised {
     SandboxCgroup& cgroup;  // maybe none: emptied once PID 1 is reaped, its figures replace the samples
     LoginFiles logins;  // syncs the --login-file copies
     Terminals& terminals;  // put back once the sandbox has ended
+    // The network namespace's inode where the monitor made it (ns/launch.cc, make_netns_beside):
+    // the first process, cloned without it, reports none; 0 otherwise.
+    unsigned long long netns_inode = 0;
 };
 
 // Serves the sandbox until PID 1 exits; returns cocoon's exit code. Throws with the sandbox's

@@ -220,7 +220,11 @@ void report_namespaces(Setup& s)
     for (size_t i = 0; i < kReportedNamespaces.size(); ++i) {
         struct stat st;
         std::string path = std::string("/proc/self/ns/") + kReportedNamespaces[i].name;
-        if ((s.plan.clone_flags & kReportedNamespaces[i].clone_flag) && ::stat(path.c_str(), &st) == 0)
+        // A network namespace made beside set-up is not this process's yet: the monitor, which
+        // made it, reports it.
+        const unsigned long long flag = kReportedNamespaces[i].clone_flag;
+        if ((s.plan.clone_flags & flag) && !(flag == CLONE_NEWNET && s.ctx.netns_beside) &&
+            ::stat(path.c_str(), &st) == 0)
             msg.inodes[i] = st.st_ino;
     }
     send_message(s.sock, msg);
@@ -282,7 +286,8 @@ void set_hostname(Setup& s)
 // for --egress, the synthetic addresses' network (relay/dns.h).
 void bring_up_loopback(Setup& s)
 {
-    if (s.plan.clone_flags & CLONE_NEWNET)
+    // Made beside set-up: lo came up there, or comes up once the namespace is joined.
+    if ((s.plan.clone_flags & CLONE_NEWNET) && !s.ctx.netns_beside)
         net::loopback_up();
     if (s.plan.process.egress)
         net::add_loopback_address(net::kTransparentNet);
@@ -398,17 +403,35 @@ void run_test_hook(Setup& s)
 // The command's cgroup leaf where the monitor made the sandbox's cgroup while set-up ran
 // (LaunchContext::command_cgroup_channel): its one CommandCgroupMsg, with the leaf and its
 // cgroup.procs or no fd (no cgroup). Waits for it; the fds are O_CLOEXEC, and PID 1 closes them
-// after the fork (hold_and_reap).
-CommandCgroup command_cgroup_from_monitor(int channel)
+// after the fork (hold_and_reap). With LaunchContext::netns_beside, the network namespace comes
+// last: this process joins it here, before the command exists, and brings lo up where the monitor
+// could not.
+CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside)
 {
     CommandCgroupMsg msg;
-    std::array<UniqueFd, 2> fds;
+    std::array<UniqueFd, 3> fds;
     const int err = relay::receive_msg(channel, msg, fds);
     ::close(channel);
     if (err)
         throw SysError(err == ECONNRESET ? EPIPE : err, "the monitor's command cgroup message");
-    if (msg.kind != CommandCgroupMsg{}.kind || fds[0].valid() != fds[1].valid())
+    const size_t received =
+        static_cast<size_t>(std::count_if(fds.begin(), fds.end(), [](const UniqueFd& fd) { return fd.valid(); }));
+    const size_t netns_fds = msg.netns == CommandCgroupMsg::kNetnsFd ? 1 : 0;
+    const size_t cgroup_fds = received - std::min(received, netns_fds);
+    if (msg.kind != CommandCgroupMsg{}.kind || (msg.netns != 0) != netns_beside ||
+        msg.netns > CommandCgroupMsg::kNetnsMakeIt || received < netns_fds || (cgroup_fds != 0 && cgroup_fds != 2))
         throw SysError(EBADMSG, "the monitor's command cgroup message");
+    // Where the helper failed, or a filter refuses this process setns: the namespace made here, as
+    // the clone would have made it (ns/launch.cc, make_netns_beside).
+    bool lo_up = msg.lo_up != 0;
+    if (msg.netns == CommandCgroupMsg::kNetnsFd && ::setns(fds[cgroup_fds].get(), CLONE_NEWNET) == 0) {
+        fds[cgroup_fds].reset();
+    } else if (msg.netns) {
+        check(::unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET), the sandbox's network namespace");
+        lo_up = false;
+    }
+    if (msg.netns && !lo_up)
+        net::loopback_up();
     return {fds[0].release(), fds[1].release(), msg.send_pidfd != 0};
 }
 
@@ -447,6 +470,16 @@ void fork_command_and_reap(Setup& s)
     const int sock = s.sock;
     if (!plan.fork_command)
         return;
+    // Start-up speed: PID 2 is cloned straight into the command's cgroup leaf (CLONE_INTO_CGROUP)
+    // where PID 1 may write the sandbox cgroup's cgroup.procs (its owner: not after --host-user
+    // made it another user). Moving a running process there instead waits for an RCU grace
+    // period in the kernel: 9-13 ms measured. Elsewhere PID 2 moves itself (enter_command_cgroup).
+    // (clone3 itself is never refused here: the monitor made this process with it.) Waited for
+    // while this process is still dumpable: the monitor's network namespace helper joins its user
+    // namespace through its pidfd, which the kernel allows only where it could ptrace-read it.
+    const CommandCgroup cgroup = ctx.command_cgroup_channel >= 0
+                                     ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside)
+                                     : ctx.command_cgroup;
     sigset_t block = reaper::signals_to_block(plan.process.forward_signals);
     check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
     pid_t holder = ::getpid();
@@ -484,13 +517,6 @@ void fork_command_and_reap(Setup& s)
     // PID 1 would otherwise drop it while the command starts on its CPU.
     if (share_memory)
         drop_bounding(plan.caps);
-    // Start-up speed: PID 2 is cloned straight into the command's cgroup leaf (CLONE_INTO_CGROUP)
-    // where PID 1 may write the sandbox cgroup's cgroup.procs (its owner: not after --host-user
-    // made it another user). Moving a running process there instead waits for an RCU grace
-    // period in the kernel: 9-13 ms measured. Elsewhere PID 2 moves itself (enter_command_cgroup).
-    // (clone3 itself is never refused here: the monitor made this process with it.)
-    const CommandCgroup cgroup =
-        ctx.command_cgroup_channel >= 0 ? command_cgroup_from_monitor(ctx.command_cgroup_channel) : ctx.command_cgroup;
     volatile bool in_leaf = cgroup.leaf >= 0;
     clone_args args{};
     args.flags = (in_leaf ? CLONE_INTO_CGROUP : 0) | (share_memory ? CLONE_VM | CLONE_VFORK : 0);

@@ -1,5 +1,6 @@
-// PID 2's birth (ns/setup/spawn.h).
-// Runs in: pid1, pid2: PID 1 calls it; the child returns from it as PID 2.
+// PID 2's birth (ns/setup/spawn.h), and the monitor's network namespace helper's.
+// Runs in: monitor, pid1, pid2: PID 1 calls it, and the child returns from it as PID 2; the monitor
+//  calls it for its network namespace helper (ns/launch.cc).
 #include "ns/setup/spawn.h"
 
 #include <sys/syscall.h>

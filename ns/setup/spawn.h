@@ -1,6 +1,7 @@
 // PID 2's birth: cloned by PID 1 straight into the command's cgroup leaf, sharing PID 1's memory
 // until its exec where the plan allows it (as vfork does).
-// Runs in: pid1, pid2: PID 1 calls it; the child returns from it as PID 2.
+// Runs in: monitor, pid1, pid2: PID 1 calls it, and the child returns from it as PID 2; the monitor
+//  calls it for the helper that makes the sandbox's network namespace (ns/launch.cc).
 #pragma once
 
 #include <linux/sched.h>

@@ -15,6 +15,7 @@
 
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/helper_binary.h"
+#include "tests/e2e/no_openat2.h"
 #include "tests/support/process.h"
 
 namespace cocoon::test {
@@ -107,6 +108,49 @@ TEST(SandboxNetns, NamespacesReport)
     ASSERT_NE(first, std::string::npos) << r.out;
     EXPECT_NE(r.out.find(reported, first + reported.size()), std::string::npos) << r.out;
     EXPECT_NE(std::to_string(json_number(r.out, "net-namespace")), host_netns());
+}
+
+// The network namespace is made beside set-up by a helper of the monitor's (ns/launch.cc,
+// make_netns_beside), which holds the monitor's memory and fds in the sandbox's user namespace. It
+// is gone, reaped, once the command runs: the monitor's one child then is the sandbox's first
+// process (its children are counted on the host while the command sleeps).
+TEST(SandboxNetns, NoHelperIsLeftBesideTheCommand)
+{
+    const std::string line =
+        "f=$(mktemp); '" + cocoon_bin() +
+        "' --unshare-all --ro-bind / / --proc /proc --dev /dev sh -c 'echo up; sleep 5' > \"$f\" & "
+        "n=0; until grep -q up \"$f\" || [ $n -ge 1000 ]; do n=$((n+1)); sleep 0.01; done; "
+        "grep -l \"^PPid:.$!\\$\" /proc/[0-9]*/status 2>/dev/null | wc -l; kill -KILL $!; wait; rm -f \"$f\"";
+    Result r = run({"/bin/sh", "-c", line}, "", 30'000);
+    EXPECT_EQ(r.out, "1\n") << "the monitor's children while the command runs: " << r.out << r.err;
+}
+
+// Where the monitor's helper cannot join the sandbox's user namespace, or the first process cannot
+// join the namespace the helper made (a seccomp filter refuses setns, as a container's profile
+// may), the first process makes the namespace itself: the sandbox's own, with lo up, all the same.
+TEST(SandboxNetns, WithSetnsRefusedTheFirstProcessMakesIt)
+{
+    for (const auto& mode : netns_modes()) {
+        Result r = under_refusal(SCMP_SYS(setns), EPERM, [&] { return run_probe(mode); });
+        expect_own_netns(r, spaced(mode) + " (setns refused)");
+    }
+}
+
+// Where the network namespace cannot be made (no network namespace left to the caller's user
+// namespace: max_net_namespaces 0 in an outer one), the run ends with one line that says so, exit
+// status 1, and leaves no process behind.
+TEST(SandboxNetns, ANetworkNamespaceRefusedIsSaid)
+{
+    const std::string line = "echo 0 > /proc/sys/user/max_net_namespaces || exit 99; '" + cocoon_bin() +
+                             "' --unshare-all --ro-bind / / --proc /proc --dev /dev true; echo \"code $?\"; "
+                             "ps -e -o comm= | grep -c '^cocoon' || true";
+    Result r = run({"/usr/bin/unshare", "-Ur", "--fork", "--pid", "--mount-proc", "/bin/sh", "-c", line}, "", 30'000);
+    ASSERT_NE(r.code, 99) << "can't set max_net_namespaces in a user namespace of the test's: " << r.err;
+    EXPECT_EQ(r.out, "code 1\n0\n") << r.out << r.err;
+    const std::vector<std::string> err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_TRUE(contains(err[0], "network namespace")) << r.err;
+    EXPECT_TRUE(contains(err[0], "No space left on device")) << r.err;
 }
 
 }  // namespace
