@@ -470,16 +470,6 @@ void fork_command_and_reap(Setup& s)
     const int sock = s.sock;
     if (!plan.fork_command)
         return;
-    // Start-up speed: PID 2 is cloned straight into the command's cgroup leaf (CLONE_INTO_CGROUP)
-    // where PID 1 may write the sandbox cgroup's cgroup.procs (its owner: not after --host-user
-    // made it another user). Moving a running process there instead waits for an RCU grace
-    // period in the kernel: 9-13 ms measured. Elsewhere PID 2 moves itself (enter_command_cgroup).
-    // (clone3 itself is never refused here: the monitor made this process with it.) Waited for
-    // while this process is still dumpable: the monitor's network namespace helper joins its user
-    // namespace through its pidfd, which the kernel allows only where it could ptrace-read it.
-    const CommandCgroup cgroup = ctx.command_cgroup_channel >= 0
-                                     ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside)
-                                     : ctx.command_cgroup;
     sigset_t block = reaper::signals_to_block(plan.process.forward_signals);
     check(::sigprocmask(SIG_SETMASK, &block, nullptr), "sigprocmask");
     pid_t holder = ::getpid();
@@ -502,6 +492,21 @@ void fork_command_and_reap(Setup& s)
     // of reexec_pid1) or makes a user namespace, which the kernel
     // refuses to a process sharing its memory. (volatile, as in_leaf: read after a return twice.)
     const volatile bool share_memory = command_shares_memory(plan);
+    // The bounding set both processes end with is dropped here, once:
+    // PID 1 would otherwise drop it while the command starts on its CPU.
+    if (share_memory)
+        drop_bounding(plan.caps);
+    // Start-up speed: PID 2 is cloned straight into the command's cgroup leaf (CLONE_INTO_CGROUP)
+    // where PID 1 may write the sandbox cgroup's cgroup.procs (its owner: not after --host-user
+    // made it another user). Moving a running process there instead waits for an RCU grace
+    // period in the kernel: 9-13 ms measured. Elsewhere PID 2 moves itself (enter_command_cgroup).
+    // (clone3 itself is never refused here: the monitor made this process with it.) Waited for
+    // as late as may be, but while this process is still dumpable: the monitor's network
+    // namespace helper joins its user namespace through its pidfd, which the kernel allows only
+    // where it could ptrace-read it.
+    const CommandCgroup cgroup = ctx.command_cgroup_channel >= 0
+                                     ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside)
+                                     : ctx.command_cgroup;
     // Security: PID 1 is non-dumpable before the command can run, so the
     // command never finds it reachable (after the fork PID 1 may wait for
     // a CPU while the command starts; after a vfork it is stopped until
@@ -513,10 +518,6 @@ void fork_command_and_reap(Setup& s)
     const int dumpable = ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     if (!plan.reexec_pid1)
         check(::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
-    // The bounding set both processes end with is dropped here, once:
-    // PID 1 would otherwise drop it while the command starts on its CPU.
-    if (share_memory)
-        drop_bounding(plan.caps);
     volatile bool in_leaf = cgroup.leaf >= 0;
     clone_args args{};
     args.flags = (in_leaf ? CLONE_INTO_CGROUP : 0) | (share_memory ? CLONE_VM | CLONE_VFORK : 0);
