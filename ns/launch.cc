@@ -189,8 +189,10 @@ NetnsMade make_netns_beside(const LaunchPlan& plan, const sys::Cloned& first)
         netns_helper_main(user, result_fd);
     if (helper < 0)
         return {};
-    write_end.reset();
+    // Closed only once the helper is reaped: the fd table is one (in a sanitizer build, where the
+    // helper is forked and the monitor goes on at once, an earlier close was the helper's too).
     while (::waitpid(static_cast<pid_t>(helper), nullptr, 0) < 0 && errno == EINTR) {}
+    write_end.reset();  // a helper that wrote nothing: EOF
     NetnsHelperResult r;
     if (::read(read_end.get(), &r, sizeof r) != sizeof r || r.failed_step != 0)
         return {};
