@@ -285,10 +285,11 @@ int launch(const LaunchPlan& plan, CallerFds fds)
     // caller's cgroup, and the command (PID 2, cloned into the leaf) and everything it starts are
     // in the sandbox's from their first instruction, as before. Not where the first process is the
     // command, joins namespaces, or runs as another user (--host-user): it is cloned into the
-    // cgroup there, or PID 2 moves itself.
+    // cgroup there, or PID 2 moves itself. (A benchmark build that leaves the cgroup out keeps the
+    // channel: SandboxCgroup::make makes none, and the network namespace still comes through it.)
     UniqueFd cgroup_channel, child_cgroup_channel;
     if (!SandboxCgroup::asked(plan.process.cgroup, json_status) && plan.fork_command && !fds.sandbox.userns &&
-        !fds.sandbox.pidns && !plan.host_user && !bench::skips(bench::Skip::Cgroup)) {
+        !fds.sandbox.pidns && !plan.host_user) {
         check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), "socketpair");
         cgroup_channel.reset(sv[0]);
         child_cgroup_channel.reset(sv[1]);
