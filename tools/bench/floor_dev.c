@@ -19,6 +19,9 @@
  * cgroup v2 (root here), the sandbox's own cgroup with the command in a leaf below it as the root
  * of its cgroup namespace, removed at the end (FLOOR_CGROUP2 names the cgroup2 mount); else the
  * look for one. Still the cheapest calls and no checks: a lower bound for cocoon's own sandbox.
+ * As cocoon does (ns/launch.cc), the network namespace is made beside set-up, not by the clone:
+ * a vfork child of the caller joins the sandbox's user namespace, makes it, brings lo up and
+ * hands its fd over a socketpair; the first process joins it before it starts the command.
  * A yardstick for tools/bench/startup, not part of cocoon: built there with gcc -O2 -static. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -202,15 +206,10 @@ static void drop_everything(void)
 #endif
 }
 
-static int child(void* arg)
+static int netns_channel[2] = {-1, -1}; /* cocoon-a, cocoon-b: the network namespace's fd, helper to child */
+
+static void lo_up(void)
 {
-    (void)arg;
-    char map[64];
-    write_file("/proc/self/setgroups", "deny");
-    snprintf(map, sizeof map, "0 %u 1", uid);
-    write_file("/proc/self/uid_map", map);
-    snprintf(map, sizeof map, "0 %u 1", gid);
-    write_file("/proc/self/gid_map", map);
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq lo = {0};
     strcpy(lo.ifr_name, "lo");
@@ -218,6 +217,55 @@ static int child(void* arg)
     lo.ifr_flags |= IFF_UP;
     must(ioctl(s, SIOCSIFFLAGS, &lo) == 0, 94);
     close(s);
+}
+
+/* cocoon-a, cocoon-b: the helper, a vfork child of the caller (which waits anyway). */
+static void make_netns(pid_t first)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, first, 0);
+    must(pidfd >= 0 && setns(pidfd, CLONE_NEWUSER) == 0 && unshare(CLONE_NEWNET) == 0, 90);
+    lo_up();
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int ns = s < 0 ? -1 : ioctl(s, SIOCGSKNS);
+    must(ns >= 0, 91);
+    char byte = 'n', control[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {&byte, 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &ns, sizeof ns);
+    must(sendmsg(netns_channel[0], &m, 0) == 1, 92);
+    _exit(0);
+}
+
+/* cocoon-a, cocoon-b: the child joins it. */
+static void join_netns(void)
+{
+    char byte, control[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {&byte, 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    must(recvmsg(netns_channel[1], &m, MSG_CMSG_CLOEXEC) == 1 && CMSG_FIRSTHDR(&m), 89);
+    int ns;
+    memcpy(&ns, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof ns);
+    must(setns(ns, CLONE_NEWNET) == 0, 88);
+    close(ns);
+}
+
+static int child(void* arg)
+{
+    (void)arg;
+    if (kept)
+        close(netns_channel[0]); /* the helper's end */
+    char map[64];
+    write_file("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "0 %u 1", uid);
+    write_file("/proc/self/uid_map", map);
+    snprintf(map, sizeof map, "0 %u 1", gid);
+    write_file("/proc/self/gid_map", map);
+    if (!kept)
+        lo_up();
     must(mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == 0, 95);
     /* The new root, on /tmp of the new mount namespace. */
     must(mount("tmpfs", "/tmp", "tmpfs", 0, NULL) == 0 && mkdir("/tmp/r", 0755) == 0, 96);
@@ -244,6 +292,8 @@ static int child(void* arg)
     must(chdir("/tmp/r") == 0 && syscall(SYS_pivot_root, ".", ".") == 0 && umount2(".", MNT_DETACH) == 0 &&
              chdir("/") == 0,
          99);
+    if (kept)
+        join_netns();
     /* cocoon-a, cocoon-b: a vfork into the command's leaf, where there is one. */
     struct clone_args args = {.flags = CLONE_VM | CLONE_VFORK, .exit_signal = SIGCHLD};
     if (cgroup_leaf >= 0) {
@@ -337,13 +387,23 @@ int main(int argc, char** argv)
     gid = getgid();
     int flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                 CLONE_NEWCGROUP | SIGCHLD;
-    if (kept)
+    if (kept) {
         make_cgroup();
+        flags &= ~CLONE_NEWNET;
+        must_here(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, netns_channel) == 0, 69);
+    }
     pid_t pid = clone(child, stack + sizeof stack, flags, NULL);
     if (pid < 0) {
         perror("floor_dev: clone");
         remove_cgroup();
         return 1;
+    }
+    if (kept) {
+        if (vfork() == 0)
+            make_netns(pid);
+        /* The helper has exited: a child waiting for what it never sent reads EOF. */
+        close(netns_channel[0]);
+        close(netns_channel[1]);
     }
     int status;
     waitpid(pid, &status, 0);
