@@ -427,7 +427,8 @@ CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside)
     if (msg.netns == CommandCgroupMsg::kNetnsFd && ::setns(fds[cgroup_fds].get(), CLONE_NEWNET) == 0) {
         fds[cgroup_fds].reset();
     } else if (msg.netns) {
-        check(::unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET), the sandbox's network namespace");
+        // The clone's words for the same failure (bwrap's too).
+        check(::unshare(CLONE_NEWNET), "Creating new namespace failed");
         lo_up = false;
     }
     if (msg.netns && !lo_up)
