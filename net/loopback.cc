@@ -52,6 +52,27 @@ Sock route_socket(const std::string& what)
     return sock;
 }
 
+// The ioctl way's three calls on sock: lo's flags after IFF_UP is set, or false with failed naming
+// the call that failed (errno its cause). Bringing lo up makes the kernel assign 127.0.0.1/8 and
+// ::1 itself. Throws and allocates nothing: loopback_up_quietly's caller may not.
+bool set_loopback_up(int sock, short& flags, const char*& failed) noexcept
+{
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    failed = "ioctl(SIOCGIFFLAGS, lo)";
+    if (::ioctl(sock, SIOCGIFFLAGS, &req) < 0)
+        return false;
+    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
+    failed = "ioctl(SIOCSIFFLAGS, lo)";
+    if (::ioctl(sock, SIOCSIFFLAGS, &req) < 0)
+        return false;
+    failed = "ioctl(SIOCGIFFLAGS, lo)";
+    if (::ioctl(sock, SIOCGIFFLAGS, &req) < 0)
+        return false;
+    flags = req.ifr_flags;
+    return true;
+}
+
 }  // namespace
 
 void loopback_up_netlink()
@@ -94,25 +115,18 @@ void add_loopback_address(const std::string& cidr)
 short loopback_up_ioctl()
 {
     UniqueFd sock = sys::check_fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "socket(AF_INET)");
-    ifreq req{};
-    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
-    check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
-    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
-    // Bringing lo up makes the kernel assign 127.0.0.1/8 and ::1 itself.
-    check(::ioctl(sock.get(), SIOCSIFFLAGS, &req), "ioctl(SIOCSIFFLAGS, lo)");
-    check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl(SIOCGIFFLAGS, lo)");
-    return req.ifr_flags;
+    short flags = 0;
+    const char* failed = "";
+    if (!set_loopback_up(sock.get(), flags, failed))
+        throw SysError(errno, failed);
+    return flags;
 }
 
 bool loopback_up_quietly(int sock) noexcept
 {
-    ifreq req{};
-    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
-    if (::ioctl(sock, SIOCGIFFLAGS, &req) < 0)
-        return false;
-    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP);
-    return ::ioctl(sock, SIOCSIFFLAGS, &req) == 0 && ::ioctl(sock, SIOCGIFFLAGS, &req) == 0 &&
-           (req.ifr_flags & IFF_UP) && (req.ifr_flags & IFF_RUNNING);
+    short flags = 0;
+    const char* failed = "";
+    return set_loopback_up(sock, flags, failed) && (flags & IFF_UP) && (flags & IFF_RUNNING);
 }
 
 bool loopback_is_up()

@@ -2,7 +2,8 @@
 // terminals made ready, the first process cloned (ns/setup/first_process.cc), its
 // maps written for --host-user, then the monitor's loop.
 // Runs in: caller, monitor, setup: the caller clones; the monitor writes id maps and makes an unasked
-//  cgroup; the clone's first lines are set-up's.
+//  cgroup, and its network namespace helper (a vfork-style child, system calls only) the sandbox's
+//  network namespace; the clone's first lines are set-up's.
 #include "ns/launch.h"
 
 #include <fcntl.h>

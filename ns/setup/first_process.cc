@@ -424,9 +424,10 @@ CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside)
     // Where the helper failed, or a filter refuses this process setns: the namespace made here, as
     // the clone would have made it (ns/launch.cc, make_netns_beside).
     bool lo_up = msg.lo_up != 0;
-    if (msg.netns == CommandCgroupMsg::kNetnsFd && ::setns(fds[cgroup_fds].get(), CLONE_NEWNET) == 0) {
-        fds[cgroup_fds].reset();
-    } else if (msg.netns) {
+    const bool joined = msg.netns == CommandCgroupMsg::kNetnsFd && ::setns(fds[cgroup_fds].get(), CLONE_NEWNET) == 0;
+    if (msg.netns == CommandCgroupMsg::kNetnsFd)
+        fds[cgroup_fds].reset();  // joined or not, never taken for the leaf below (fds[0] without a cgroup)
+    if (msg.netns && !joined) {
         // The clone's words for the same failure (bwrap's too).
         check(::unshare(CLONE_NEWNET), "Creating new namespace failed");
         lo_up = false;
