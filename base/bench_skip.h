@@ -20,12 +20,14 @@ enum class Skip {
     Terminal,  // saving the caller's terminals (ns/monitor/terminal.cc)
     ProcCovers,  // covering /proc/keys and the like (mount/apply.cc)
     NetnsBeside,  // the network namespace made beside set-up, not by the clone (ns/launch.cc)
+    IpcBeside,  // the IPC namespace made by the first process in its wait, not by the clone (ns/launch.cc)
 };
 
 #ifdef COCOON_BENCH_SKIPS
 inline bool skips(Skip s)
 {
-    static const char* const kNames[] = {"cgroup", "tmpfs-fit", "dev-shm", "terminal", "proc-covers", "netns-beside"};
+    static const char* const kNames[] = {"cgroup",      "tmpfs-fit",    "dev-shm",   "terminal",
+                                         "proc-covers", "netns-beside", "ipc-beside"};
     const char* asked = std::getenv("COCOON_BENCH_SKIP");
     for (std::string_view rest = asked ? asked : ""; !rest.empty();) {
         const size_t comma = rest.find(',');

@@ -126,6 +126,9 @@ struct LaunchContext {
     // first process was cloned without one and joins it from the same message, before it forks the
     // command; until then lo is not its to bring up, nor the namespace its to report.
     bool netns_beside = false;
+    // The sandbox's IPC namespace is made by the first process itself, while it waits for that
+    // message, not by the clone (ns/launch.cc).
+    bool ipc_beside = false;
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 

@@ -405,9 +405,12 @@ void run_test_hook(Setup& s)
 // cgroup.procs or no fd (no cgroup). Waits for it; the fds are O_CLOEXEC, and PID 1 closes them
 // after the fork (hold_and_reap). With LaunchContext::netns_beside, the network namespace comes
 // last: this process joins it here, before the command exists, and brings lo up where the monitor
-// could not.
-CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside)
+// could not. With LaunchContext::ipc_beside, the IPC namespace is made here first, while the
+// message is on its way.
+CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside, bool ipc_beside)
 {
+    if (ipc_beside)
+        check(::unshare(CLONE_NEWIPC), "Creating new namespace failed");  // the clone's words (bwrap's too)
     CommandCgroupMsg msg;
     std::array<UniqueFd, 3> fds;
     const int err = relay::receive_msg(channel, msg, fds);
@@ -506,9 +509,10 @@ void fork_command_and_reap(Setup& s)
     // as late as may be, but while this process is still dumpable: the monitor's network
     // namespace helper joins its user namespace through its pidfd, which the kernel allows only
     // where it could ptrace-read it.
-    const CommandCgroup cgroup = ctx.command_cgroup_channel >= 0
-                                     ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside)
-                                     : ctx.command_cgroup;
+    const CommandCgroup cgroup =
+        ctx.command_cgroup_channel >= 0
+            ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside, ctx.ipc_beside)
+            : ctx.command_cgroup;
     // Security: PID 1 is non-dumpable before the command can run, so the
     // command never finds it reachable (after the fork PID 1 may wait for
     // a CPU while the command starts; after a vfork it is stopped until

@@ -1,9 +1,11 @@
-// The sandbox's network and IPC namespaces, as the clone makes them: the network namespace is the
-// sandbox's own (not the host's), owned by the sandbox's user namespace (so that capabilities the
-// command is given reach it), with lo up; the IPC namespace is the sandbox's own, owned alike,
-// where one is asked for, and the host's where none is; a queue made through --mqueue's mount is
-// the command's (MqueueMountIsTheSandboxs); and a namespace report names the namespace the command
-// runs in. As root (with and without a user namespace, and --cap-drop ALL) and unprivileged.
+// The sandbox's network and IPC namespaces, as the clone makes them, or beside set-up in a run with
+// neither a relay nor a report (the network namespace by the monitor's helper, the IPC namespace by
+// the first process): the network namespace is the sandbox's own (not the host's), owned by the
+// sandbox's user namespace (so that capabilities the command is given reach it), with lo up; the
+// IPC namespace is the sandbox's own, owned alike, where one is asked for, and the host's where none
+// is; a queue made through --mqueue's mount is the command's (MqueueMountIsTheSandboxs); a namespace
+// report names the namespaces the command runs in; and a namespace that cannot be made is said. As
+// root (with and without a user namespace, and --cap-drop ALL) and unprivileged.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,21 +98,25 @@ TEST(SandboxNetns, MqueueMountIsTheSandboxs)
 }
 
 // A run that reports its namespaces (--info-fd, --json-status-fd): the report names the network
-// namespace the command runs in. The monitor names it, from the namespace its helper made
-// (ns/launch.cc): where the helper fails and the first process makes the namespace itself, as it
-// does under a filter refusing setns, no net-namespace is reported, so this test also fails when
-// the helper falls back in a plain run.
+// and IPC namespaces the command runs in. The monitor names the network one, from the namespace its
+// helper made (ns/launch.cc): where the helper fails and the first process makes the namespace
+// itself, as it does under a filter refusing setns, no net-namespace is reported, so this test also
+// fails when the helper falls back in a plain run. The IPC namespace of a reporting run is the
+// clone's (the first process reports at its start, before it could make one itself).
 TEST(SandboxNetns, NamespacesReport)
 {
-    Result r = cocoon(args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--info-fd", "1"},
-                            {"sh", "-c", "stat -L -c '\"net-namespace\": %i' /proc/self/ns/net"}}));
-    ASSERT_EQ(r.code, 0) << r.out << r.err;
-    // The report's member, then the command's line: the same number twice.
-    const std::string reported = "\"net-namespace\": " + std::to_string(json_number(r.out, "net-namespace"));
-    const size_t first = r.out.find(reported);
-    ASSERT_NE(first, std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(reported, first + reported.size()), std::string::npos) << r.out;
-    EXPECT_NE(std::to_string(json_number(r.out, "net-namespace")), host_netns());
+    for (const char* ns : {"net", "ipc"}) {
+        const std::string member = std::string(ns) + "-namespace";
+        Result r = cocoon(args({{"--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--info-fd", "1"},
+                                {"sh", "-c", "stat -L -c '\"" + member + "\": %i' /proc/self/ns/" + std::string(ns)}}));
+        ASSERT_EQ(r.code, 0) << r.out << r.err;
+        // The report's member, then the command's line: the same number twice.
+        const std::string reported = "\"" + member + "\": " + std::to_string(json_number(r.out, member));
+        const size_t first = r.out.find(reported);
+        ASSERT_NE(first, std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(reported, first + reported.size()), std::string::npos) << r.out;
+        EXPECT_NE(std::to_string(json_number(r.out, member)), host_ns(("/proc/self/ns/" + std::string(ns)).c_str()));
+    }
 }
 
 // The network namespace is made beside set-up by a helper of the monitor's (ns/launch.cc,
@@ -139,21 +145,27 @@ TEST(SandboxNetns, WithSetnsRefusedTheFirstProcessMakesIt)
     }
 }
 
-// Where the network namespace cannot be made (no network namespace left to the caller's user
-// namespace: max_net_namespaces 0 in an outer one), the run ends with one line that says so, exit
-// status 1, and leaves no process behind.
-TEST(SandboxNetns, ANetworkNamespaceRefusedIsSaid)
+// Where the network or the IPC namespace cannot be made (none left to the caller's user namespace:
+// max_net_namespaces or max_ipc_namespaces 0 in an outer one), the run ends with one line that says
+// so, exit status 1, and leaves no process behind. Both are made beside set-up in such a run (the
+// network namespace by the monitor's helper, else by the first process; the IPC namespace by the
+// first process), and the line is the clone's.
+TEST(SandboxNetns, ANamespaceRefusedIsSaid)
 {
-    const std::string line = "echo 0 > /proc/sys/user/max_net_namespaces || exit 99; '" + cocoon_bin() +
-                             "' --unshare-all --ro-bind / / --proc /proc --dev /dev true; echo \"code $?\"; "
-                             "ps -e -o comm= | grep -c '^cocoon' || true";
-    Result r = run({"/usr/bin/unshare", "-Ur", "--fork", "--pid", "--mount-proc", "/bin/sh", "-c", line}, "", 30'000);
-    ASSERT_NE(r.code, 99) << "can't set max_net_namespaces in a user namespace of the test's: " << r.err;
-    EXPECT_EQ(r.out, "code 1\n0\n") << r.out << r.err;
-    const std::vector<std::string> err = lines(r.err);
-    ASSERT_EQ(err.size(), 1u) << r.err;
-    EXPECT_TRUE(contains(err[0], "Creating new namespace failed")) << r.err;  // the clone's, and bwrap's, words
-    EXPECT_TRUE(contains(err[0], "No space left on device")) << r.err;
+    for (const char* ns : {"net", "ipc"}) {
+        const std::string line = "echo 0 > /proc/sys/user/max_" + std::string(ns) + "_namespaces || exit 99; '" +
+                                 cocoon_bin() +
+                                 "' --unshare-all --ro-bind / / --proc /proc --dev /dev true; echo \"code $?\"; "
+                                 "ps -e -o comm= | grep -c '^cocoon' || true";
+        Result r =
+            run({"/usr/bin/unshare", "-Ur", "--fork", "--pid", "--mount-proc", "/bin/sh", "-c", line}, "", 30'000);
+        ASSERT_NE(r.code, 99) << ns << ": can't set its limit in a user namespace of the test's: " << r.err;
+        EXPECT_EQ(r.out, "code 1\n0\n") << ns << ": " << r.out << r.err;
+        const std::vector<std::string> err = lines(r.err);
+        ASSERT_EQ(err.size(), 1u) << ns << ": " << r.err;
+        EXPECT_TRUE(contains(err[0], "Creating new namespace failed")) << r.err;  // the clone's, and bwrap's, words
+        EXPECT_TRUE(contains(err[0], "No space left on device")) << r.err;
+    }
 }
 
 }  // namespace
