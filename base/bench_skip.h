@@ -21,13 +21,14 @@ enum class Skip {
     ProcCovers,  // covering /proc/keys and the like (mount/apply.cc)
     NetnsBeside,  // the network namespace made beside set-up, not by the clone (ns/launch.cc)
     IpcBeside,  // the IPC namespace made by the first process in its wait, not by the clone (ns/launch.cc)
+    SeccompBeside,  // the command's seccomp policy loaded by PID 1 in its wait, not by PID 2 (ns/launch.cc)
 };
 
 #ifdef COCOON_BENCH_SKIPS
 inline bool skips(Skip s)
 {
-    static const char* const kNames[] = {"cgroup",      "tmpfs-fit",    "dev-shm",   "terminal",
-                                         "proc-covers", "netns-beside", "ipc-beside"};
+    static const char* const kNames[] = {"cgroup",      "tmpfs-fit",    "dev-shm",    "terminal",
+                                         "proc-covers", "netns-beside", "ipc-beside", "seccomp-beside"};
     const char* asked = std::getenv("COCOON_BENCH_SKIP");
     for (std::string_view rest = asked ? asked : ""; !rest.empty();) {
         const size_t comma = rest.find(',');

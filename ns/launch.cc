@@ -238,6 +238,36 @@ SandboxCgroup work_beside_setup(const LaunchPlan& plan, const sys::Cloned& first
     }
 }
 
+// What the monitor and the first process make beside set-up, not before the clone, where the
+// sandbox's cgroup comes through LaunchContext::command_cgroup_channel.
+void decide_work_beside_setup(LaunchContext& ctx, const LaunchPlan& plan, const SandboxFds& sandbox, bool report)
+{
+    // The network namespace is made beside set-up too (make_netns_beside) where the first process
+    // needs it only before it forks the command: not for --relay or --egress, whose listeners it
+    // makes in it early, nor --userns2, joined after set-up.
+    ctx.netns_beside = ctx.command_cgroup_channel >= 0 && (plan.clone_flags & CLONE_NEWNET) &&
+                       plan.process.relays.empty() && !plan.process.egress && !sandbox.userns2 &&
+                       !bench::skips(bench::Skip::NetnsBeside);
+    // Start-up speed: so is the IPC namespace (~25 us to make here, with its mqueue instance and
+    // sysctl tables), by the first process itself while it waits for the monitor's message, time
+    // it otherwise spends idle. It makes it in the sandbox's user namespace, as the clone does. Not
+    // with --mqueue, whose mount belongs to the IPC namespace of the process making it (in set-up,
+    // so the namespace must exist by then), nor where a report names the namespaces (--info-fd:
+    // the first process reports them at its start), nor --userns2, joined after set-up.
+    ctx.ipc_beside = ctx.command_cgroup_channel >= 0 && (plan.clone_flags & CLONE_NEWIPC) && !report &&
+                     !sandbox.userns2 &&
+                     std::none_of(plan.mounts.ops.begin(), plan.mounts.ops.end(),
+                                  [](const mount::Op& op) { return std::holds_alternative<mount::Mqueue>(op); }) &&
+                     !bench::skips(bench::Skip::IpcBeside);
+    // Start-up speed: so are the command's session keyring and default seccomp policy (the policy
+    // takes ~60 us to load here, the kernel checking, translating and compiling it), which the
+    // command then inherits from PID 1 instead of making them between its fork and its exec
+    // (SECURITY.md, "Default seccomp policy"). Not where PID 1 runs again as a fresh image
+    // (plan.reexec_pid1).
+    ctx.confined_before_fork =
+        ctx.command_cgroup_channel >= 0 && !plan.reexec_pid1 && !bench::skips(bench::Skip::SeccompBeside);
+}
+
 // Each relayed connection holds about two fds in the relay worker, which inherits
 // this limit; use the whole hard limit (the sandbox was cloned with the caller's limits).
 void raise_fd_limit()
@@ -297,21 +327,7 @@ int launch(const LaunchPlan& plan, CallerFds fds)
         child_cgroup_channel.reset(sv[1]);
         ctx.command_cgroup_channel = sv[1];
     }
-    // The network namespace is made beside set-up too (make_netns_beside) where the first process
-    // needs it only before it forks the command: not for --relay or --egress, whose listeners it
-    // makes in it early, nor --userns2, joined after set-up.
-    ctx.netns_beside = cgroup_channel && (plan.clone_flags & CLONE_NEWNET) && plan.process.relays.empty() &&
-                       !plan.process.egress && !fds.sandbox.userns2 && !bench::skips(bench::Skip::NetnsBeside);
-    // Start-up speed: so is the IPC namespace (~25 us to make here, with its mqueue instance and
-    // sysctl tables), by the first process itself while it waits for the monitor's message, time
-    // it otherwise spends idle. It makes it in the sandbox's user namespace, as the clone does. Not
-    // with --mqueue, whose mount belongs to the IPC namespace of the process making it (in set-up,
-    // so the namespace must exist by then), nor where a report names the namespaces (--info-fd:
-    // the first process reports them at its start), nor --userns2, joined after set-up.
-    ctx.ipc_beside = cgroup_channel && (plan.clone_flags & CLONE_NEWIPC) && !report && !fds.sandbox.userns2 &&
-                     std::none_of(plan.mounts.ops.begin(), plan.mounts.ops.end(),
-                                  [](const mount::Op& op) { return std::holds_alternative<mount::Mqueue>(op); }) &&
-                     !bench::skips(bench::Skip::IpcBeside);
+    decide_work_beside_setup(ctx, plan, fds.sandbox, report);
     // Otherwise the sandbox's cgroup, limits set, before the first process exists (and the
     // worker's leaf).
     SandboxCgroup cgroup;

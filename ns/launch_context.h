@@ -129,6 +129,9 @@ struct LaunchContext {
     // The sandbox's IPC namespace is made by the first process itself, while it waits for that
     // message, not by the clone (ns/launch.cc).
     bool ipc_beside = false;
+    // PID 1 puts the command's session keyring and default seccomp policy in place while it waits
+    // for that message, and the command inherits them (ns/launch.cc).
+    bool confined_before_fork = false;
     bool tmpfs_report = false;  // --json-status-fd: the monitor measures the sandbox's tmpfs mounts
 };
 

@@ -57,6 +57,27 @@ void set_no_new_privs()
     check(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)");
 }
 
+namespace {
+
+// Security: a session keyring of its own, new and empty: none of the caller's keys is reachable,
+// and nothing the command files there outlives it. Before the policy, which refuses keyctl.
+// EPERM: keyctl is refused already (cocoon in a cocoon sandbox), so no keyring is reachable to
+// leave; ENOSYS: a kernel without keys.
+void join_new_session_keyring()
+{
+    if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != EPERM && errno != ENOSYS)
+        throw SysError(errno, "Can't join a new session keyring (keyctl)");
+}
+
+}  // namespace
+
+void confine_for_command(const LaunchPlan& plan)
+{
+    join_new_session_keyring();
+    if (plan.process.default_seccomp)
+        load_default_seccomp_policy();
+}
+
 void set_parent_death_signal()
 {
     check(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)");
@@ -152,19 +173,14 @@ ExecImage prepare_exec(const LaunchPlan& plan, const std::vector<UniqueFd>& inhe
     environ = image.envp.data();  // execvp searches the command's PATH, not ours
     ::sigprocmask(SIG_SETMASK, &ctx.caller_mask, nullptr);
     ctx.pin.restore();
-    // Security: a session keyring of its own, new and empty: none of the
-    // caller's keys is reachable, and nothing the command files there
-    // outlives it. Before the policy, which refuses keyctl. EPERM: keyctl is
-    // refused already (cocoon in a cocoon sandbox), so no keyring is
-    // reachable to leave; ENOSYS: a kernel without keys.
-    if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != EPERM && errno != ENOSYS)
-        throw SysError(errno, "Can't join a new session keyring (keyctl)");
     // Security: the filters come last, after no_new_privs (which the kernel
     // requires of an unprivileged filter), so they need to allow nothing but
     // the exec itself: cocoon's default policy, then the caller's, which
     // stack on it (the kernel runs them all; the strictest answer wins).
-    if (plan.process.default_seccomp)
-        load_default_seccomp_policy();
+    // The default policy (with the session keyring) may be PID 1's already,
+    // inherited: it refuses nothing the steps above make.
+    if (!ctx.confined_before_fork)
+        confine_for_command(plan);
     // --seccomp, --add-seccomp-fd: in command-line order (the kernel runs the last one first).
     for (const std::vector<sock_filter>& program : plan.seccomp)
         load_seccomp_program(program, "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP)");

@@ -18,6 +18,13 @@ void set_no_new_privs();
 void set_parent_death_signal();
 // Closes every fd above 2 but those in `keep` (negative entries are ignored).
 void close_fds_except(std::vector<int> keep);
+// The command's confinement that does not depend on its ids or capabilities: a new, empty session
+// keyring and cocoon's default seccomp policy (plan.process.default_seccomp). PID 1 puts it in
+// place before it forks the command, which inherits it (LaunchContext::confined_before_fork); else
+// exec_command does, last. PID 1 loads the policy by CAP_SYS_ADMIN in its user namespace, which it
+// holds there, not by no_new_privs: that stays its last step (be_reaper), and the command's own,
+// before its exec.
+void confine_for_command(const LaunchPlan& plan);
 
 // What the command's exec needs, made before PID 1 forks it: PID 2 then
 // allocates nothing between fork and exec. Start-up speed: every heap write

@@ -405,12 +405,9 @@ void run_test_hook(Setup& s)
 // cgroup.procs or no fd (no cgroup). Waits for it; the fds are O_CLOEXEC, and PID 1 closes them
 // after the fork (hold_and_reap). With LaunchContext::netns_beside, the network namespace comes
 // last: this process joins it here, before the command exists, and brings lo up where the monitor
-// could not. With LaunchContext::ipc_beside, the IPC namespace is made here first, while the
-// message is on its way.
-CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside, bool ipc_beside)
+// could not.
+CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside)
 {
-    if (ipc_beside)
-        check(::unshare(CLONE_NEWIPC), "Creating new namespace failed");  // the clone's words (bwrap's too)
     CommandCgroupMsg msg;
     std::array<UniqueFd, 3> fds;
     const int err = relay::receive_msg(channel, msg, fds);
@@ -438,6 +435,17 @@ CommandCgroup command_cgroup_from_monitor(int channel, bool netns_beside, bool i
     if (msg.netns && !lo_up)
         net::loopback_up();
     return {fds[0].release(), fds[1].release(), msg.send_pidfd != 0};
+}
+
+// What PID 1 does while the monitor's cgroup message is on its way, time it would otherwise spend
+// waiting: the IPC namespace (LaunchContext::ipc_beside) and the command's confinement
+// (confined_before_fork), which the command inherits.
+void work_while_the_monitor_sends(const LaunchPlan& plan, const LaunchContext& ctx)
+{
+    if (ctx.ipc_beside)
+        check(::unshare(CLONE_NEWIPC), "Creating new namespace failed");  // the clone's words (bwrap's too)
+    if (ctx.confined_before_fork)
+        confine_for_command(plan);
 }
 
 // PID 1 once PID 2 exists: keeps what it needs, then reaps.
@@ -509,10 +517,10 @@ void fork_command_and_reap(Setup& s)
     // as late as may be, but while this process is still dumpable: the monitor's network
     // namespace helper joins its user namespace through its pidfd, which the kernel allows only
     // where it could ptrace-read it.
-    const CommandCgroup cgroup =
-        ctx.command_cgroup_channel >= 0
-            ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside, ctx.ipc_beside)
-            : ctx.command_cgroup;
+    work_while_the_monitor_sends(plan, ctx);
+    const CommandCgroup cgroup = ctx.command_cgroup_channel >= 0
+                                     ? command_cgroup_from_monitor(ctx.command_cgroup_channel, ctx.netns_beside)
+                                     : ctx.command_cgroup;
     // Security: PID 1 is non-dumpable before the command can run, so the
     // command never finds it reachable (after the fork PID 1 may wait for
     // a CPU while the command starts; after a vfork it is stopped until

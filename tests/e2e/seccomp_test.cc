@@ -374,6 +374,22 @@ TEST_F(DefaultPolicy, TheCallersFilterStacksOnIt)
     EXPECT_EQ(got["keyctl"], "EPERM") << r.out;
 }
 
+// The command runs under the policy once: PID 1 loads it before it forks the command where the
+// first process waits for the monitor's message (ns/launch.cc, confined_before_fork), else the
+// command loads it before its exec, and neither may load it twice. With --no-default-seccomp, no
+// filter at all (TheCallersFilterStacksOnIt adds the caller's own).
+TEST_F(DefaultPolicy, TheCommandRunsUnderThePolicyOnce)
+{
+    const std::string line =
+        "while read -r k v; do [ \"$k\" = Seccomp_filters: ] && echo \"filters $v\"; done < /proc/self/status; true";
+    for (const auto& [extra, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{}, "1"}, {{"--no-default-seccomp"}, "0"}, {{"--info-fd", "2"}, "1"}, {{"--as-pid-1"}, "1"}}) {
+        Result r = cocoon(args({sandbox(extra), {"sh", "-c", line}}));
+        ASSERT_EQ(r.code, 0) << spaced(extra) << ": " << r.out << r.err;
+        EXPECT_EQ(results(r.out)["filters"], want) << spaced(extra) << ": " << r.out;
+    }
+}
+
 // The caller's session keyring and its keys are out of reach (policy off, so keyctl itself runs),
 // and a key planted inside does not outlive the sandbox in the caller's keyrings.
 TEST_F(DefaultPolicy, TheCommandGetsANewEmptySessionKeyring)
