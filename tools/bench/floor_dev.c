@@ -21,7 +21,8 @@
  * look for one. Still the cheapest calls and no checks: a lower bound for cocoon's own sandbox.
  * As cocoon does (ns/launch.cc), the network namespace is made beside set-up, not by the clone:
  * a vfork child of the caller joins the sandbox's user namespace, makes it, brings lo up and
- * hands its fd over a socketpair; the first process joins it before it starts the command.
+ * hands its fd over a socketpair; the first process joins it before it starts the command, having
+ * made the IPC namespace and loaded the policy meanwhile (which the command inherits).
  * A yardstick for tools/bench/startup, not part of cocoon: built there with gcc -O2 -static. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -185,8 +186,22 @@ __asm__(".text\n"
         "    pushq %rdx\n"
         "    ret\n");
 
+/* PID 1 before it starts the command (cocoon-a, cocoon-b), as cocoon's does while it waits for the
+ * network namespace: the IPC namespace made, and the default seccomp policy loaded for the command
+ * to inherit (by the CAP_SYS_ADMIN it holds in its user namespace). */
+static void confine_for_command(void)
+{
+    must(unshare(CLONE_NEWIPC) == 0, 87);
+#ifdef COCOON_POLICY
+    struct sock_fprog prog = {sizeof kDefaultPolicy / sizeof kDefaultPolicy[0], (struct sock_filter*)kDefaultPolicy};
+    must(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0, 64);
+#else
+#error "cocoon-a and cocoon-b need COCOON_POLICY"
+#endif
+}
+
 /* PID 2 before its exec (cocoon-a, cocoon-b): its cgroup namespace rooted at its leaf, every
- * capability gone, then no_new_privs and the default seccomp policy. */
+ * capability gone, then no_new_privs (the policy is PID 1's, inherited). */
 static void drop_everything(void)
 {
     if (cgroup_leaf >= 0)
@@ -198,12 +213,6 @@ static void drop_everything(void)
     must(syscall(SYS_capset, &header, data) == 0, 61);
     must(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0, 62);
     must(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, 63);
-#ifdef COCOON_POLICY
-    struct sock_fprog prog = {sizeof kDefaultPolicy / sizeof kDefaultPolicy[0], (struct sock_filter*)kDefaultPolicy};
-    must(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0, 64);
-#else
-#error "cocoon-a and cocoon-b need COCOON_POLICY"
-#endif
 }
 
 static int netns_channel[2] = {-1, -1}; /* cocoon-a, cocoon-b: the network namespace's fd, helper to child */
@@ -292,8 +301,10 @@ static int child(void* arg)
     must(chdir("/tmp/r") == 0 && syscall(SYS_pivot_root, ".", ".") == 0 && umount2(".", MNT_DETACH) == 0 &&
              chdir("/") == 0,
          99);
-    if (kept)
+    if (kept) {
+        confine_for_command();
         join_netns();
+    }
     /* cocoon-a, cocoon-b: a vfork into the command's leaf, where there is one. */
     struct clone_args args = {.flags = CLONE_VM | CLONE_VFORK, .exit_signal = SIGCHLD};
     if (cgroup_leaf >= 0) {
@@ -389,7 +400,7 @@ int main(int argc, char** argv)
                 CLONE_NEWCGROUP | SIGCHLD;
     if (kept) {
         make_cgroup();
-        flags &= ~CLONE_NEWNET;
+        flags &= ~(CLONE_NEWNET | CLONE_NEWIPC);
         must_here(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, netns_channel) == 0, 69);
     }
     pid_t pid = clone(child, stack + sizeof stack, flags, NULL);
