@@ -1,5 +1,6 @@
 // Loading the sandbox's seccomp policy: the BPF ns/setup/seccomp_gen.cc compiled, or --seccomp FD's.
-// Runs in: pid2.
+// Runs in: pid1, pid2: PID 1 loads the default policy for the command to inherit where it waits
+//  for the monitor's message (ns/setup/command.h, confine_for_command); PID 2 loads the rest.
 #include "ns/setup/seccomp_policy.h"
 
 #include <linux/seccomp.h>

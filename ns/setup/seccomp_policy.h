@@ -2,7 +2,8 @@
 // that reach the host or the kernel's riskiest interfaces, refused with EPERM on x86_64 and i386
 // (ENOSYS for openat2 and setxattrat, whose arguments are in memory; ENOSYS for every x32 call).
 // The rules and their reasons: ns/setup/seccomp_rules.h and SECURITY.md.
-// Runs in: pid2.
+// Runs in: pid1, pid2: PID 1 loads the default policy for the command to inherit where it waits
+//  for the monitor's message (ns/setup/command.h, confine_for_command); PID 2 loads the rest.
 #pragma once
 
 #include <linux/filter.h>
